@@ -1,0 +1,55 @@
+// Shared test helpers: logged random seeds, poison, NVFP4 random weights.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <limits>
+#include <random>
+#include <vector>
+
+namespace nvfp4moe::testing {
+
+// A fresh seed per call, printed so a failure can be replayed with
+// NVFP4MOE_TEST_SEED=<seed>.
+inline uint64_t test_seed() {
+  uint64_t seed;
+  if (const char* env = std::getenv("NVFP4MOE_TEST_SEED")) {
+    seed = std::strtoull(env, nullptr, 10);
+  } else {
+    seed = (static_cast<uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}();
+  }
+  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+  std::printf("[ seed     ] %s.%s NVFP4MOE_TEST_SEED=%llu\n", info ? info->test_suite_name() : "?",
+              info ? info->name() : "?", static_cast<unsigned long long>(seed));
+  return seed;
+}
+
+inline void poison(std::vector<float>& v) { std::fill(v.begin(), v.end(), std::numeric_limits<float>::quiet_NaN()); }
+
+inline std::vector<float> random_normal(std::mt19937_64& rng, size_t n, float stddev) {
+  std::normal_distribution<float> d(0.0f, stddev);
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(rng);
+  return v;
+}
+
+// ids [T][k]: each token picks k distinct experts uniformly at random.
+inline std::vector<int32_t> random_ids(std::mt19937_64& rng, int64_t T, int64_t k, int64_t E) {
+  std::vector<int32_t> ids(static_cast<size_t>(T * k));
+  std::vector<int32_t> pool(static_cast<size_t>(E));
+  for (int64_t t = 0; t < T; ++t) {
+    for (int64_t e = 0; e < E; ++e) pool[e] = static_cast<int32_t>(e);
+    for (int64_t j = 0; j < k; ++j) {
+      std::uniform_int_distribution<int64_t> pick(j, E - 1);
+      std::swap(pool[j], pool[pick(rng)]);
+      ids[t * k + j] = pool[j];
+    }
+  }
+  return ids;
+}
+
+}  // namespace nvfp4moe::testing
