@@ -57,7 +57,10 @@ Status unpack_sm90(const uint8_t* packed, int64_t num_experts, int64_t rows, int
 // of 64 so that row block 2i holds gate rows [64i, 64i+64) and row block 2i+1
 // the matching up rows. One 128-row tile then yields gate and up of the same
 // 64 features, and SwiGLU runs in the epilogue. gate and up are [E][F][K],
-// F % 64 == 0; out gets [E][2F][K]. alpha is not touched (it stays per half).
+// F % 64 == 0; out gets [E][2F][K]. gate and up keep separate alphas, so
+// out->alpha is left empty: the caller applies gate.alpha to the even row
+// blocks and up.alpha to the odd ones (beware that out->view() reads an empty
+// alpha as 1 for both halves).
 Status interleave_gate_up(const ExpertWeightsView& gate, const ExpertWeightsView& up, ExpertWeights* out);
 
 }  // namespace nvfp4moe
