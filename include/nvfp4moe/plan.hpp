@@ -9,7 +9,13 @@
 //   inverse     pair index t*k + j -> compact row r
 //   jobs        ExpertJob tiles over the compact rows: each covers at most
 //               block_rows consecutive rows of one expert. Only real work is
-//               listed; an expert with no rows has no job.
+//               listed; an expert with no rows has no job. Jobs are ordered by
+//               expert, then by row: expert e's rows [offsets[e], offsets[e+1])
+//               are cut into tiles starting at offsets[e] + i * block_rows, all
+//               full except possibly the last.
+//   max_count   max over e of counts[e] (0 when T = 0)
+// T = 0 is valid and gives an empty plan (counts and offsets all zero, no
+// sorted rows, no jobs). T * k must fit in int32 (rows are int32 everywhere).
 // This CPU builder is the mirror the CUDA plan kernels are tested against
 // (bit-for-bit equal output). [TAG_WORKLIST_FORMAT]
 #pragma once
@@ -27,9 +33,19 @@ struct ExpertJob {
   int32_t expert;
   int32_t row_begin;  // first compact row (index into sorted_src)
   int32_t num_rows;   // 1 .. block_rows
-  int32_t tile_rows;  // tile height chosen for this job (block_rows policy)
+  int32_t tile_rows;  // tile height chosen for this job: job_tile_rows(num_rows, block_rows)
 };
 static_assert(sizeof(ExpertJob) == 16, "ExpertJob is 4 int32 fields; device code relies on it");
+
+// Smallest tile height the kernels instantiate.
+inline constexpr int32_t kMinTileRows = 16;
+
+// The tile height policy of a compact job: the smallest power of two that is
+// >= num_rows and >= kMinTileRows, capped at block_rows:
+//   min(block_rows, max(kMinTileRows, bit_ceil(num_rows))).
+// E.g. block_rows = 128: 1 row -> 16, 17 -> 32, 100 -> 128; block_rows = 100:
+// 70 -> 100; block_rows = 8: 1 -> 8.
+int32_t job_tile_rows(int32_t num_rows, int32_t block_rows);
 
 struct PlanOptions {
   int32_t block_rows = 128;  // maximum rows of one job (the mainloop's token tile)
@@ -51,13 +67,26 @@ struct RoutingPlan {
 // Validates ids: every id in [0, E), no expert twice within one token's
 // slots (top-k routing never repeats; a repeat means an upstream bug), T >= 0,
 // 1 <= k <= E. The error names the first bad (t, j) and its value.
+// Checked in this order: E > 0 (and fits int32), 1 <= k <= E, T >= 0,
+// T * k <= INT32_MAX (kOutOfRange), ids non-null when T > 0, then the ids in
+// pair order t * k + j. A duplicate names both slots: "ids[t][i] and
+// ids[t][j] are both expert e". ids may be null when T = 0.
 Status validate_ids(const int32_t* ids, int64_t num_tokens, int64_t top_k, int64_t num_experts);
 
+// Validates ids (as above) and block_rows > 0, then fills *out completely.
+// On error *out is left untouched.
 Status build_routing_plan(const int32_t* ids, int64_t num_tokens, int64_t top_k, int64_t num_experts,
                           const PlanOptions& opt, RoutingPlan* out);
 
 // The rectangular enumeration kept for comparison: every expert times
 // ceil(max_count / block_rows) tiles, empty ones included (num_rows may be 0).
+// Ordered by expert, then tile i. Tile i of expert e covers compact rows from
+// offsets[e] + min(i * block_rows, counts[e]), num_rows = the part of
+// [i * block_rows, (i + 1) * block_rows) below counts[e] (so row_begin of an
+// empty tile is offsets[e + 1], never another expert's row), and tile_rows =
+// block_rows (the rectangular grid has one tile height). The non-empty tiles
+// are exactly plan.jobs, apart from tile_rows. Empty for T = 0 (and if the
+// allocation fails).
 std::vector<ExpertJob> rect_jobs(const RoutingPlan& plan);
 
 }  // namespace nvfp4moe
