@@ -2,6 +2,7 @@
 // integer arithmetic (or on comparisons against exactly representable
 // midpoints), so the rounding does not depend on the FPU rounding mode and
 // cannot go wrong at ties.
+#include <array>
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -33,6 +34,27 @@ uint32_t shift_right_round_even(uint32_t mant, int shift) {
   const uint32_t half = 1u << (shift - 1);
   return kept + ((rem > half || (rem == half && (kept & 1u))) ? 1u : 0u);
 }
+
+// Decoded by table because dequantization calls this once per 16 weights in
+// the CPU hot loops. Built from the bit pattern: normals are 1.m * 2^(e - 7),
+// subnormals m * 2^-9 (an exact product of small floats).
+constexpr std::array<float, 128> make_ue4m3_table() {
+  std::array<float, 128> t{};
+  for (int b = 0; b < 128; ++b) {
+    const int exponent = b >> kUE4M3MantissaBits;
+    const int mantissa = b & 0x7;
+    if (b == kUE4M3NaN) {
+      t[b] = std::numeric_limits<float>::quiet_NaN();
+    } else if (exponent == 0) {
+      t[b] = static_cast<float>(mantissa) * (1.0f / 512.0f);
+    } else {
+      t[b] = std::bit_cast<float>(static_cast<uint32_t>(exponent - kUE4M3Bias + kF32Bias) << 23 |
+                                  static_cast<uint32_t>(mantissa) << (23 - kUE4M3MantissaBits));
+    }
+  }
+  return t;
+}
+constexpr std::array<float, 128> kUE4M3Values = make_ue4m3_table();
 
 }  // namespace
 
@@ -77,14 +99,7 @@ uint8_t float_to_e2m1(float x) {
 // quantizer never writes it and ModelOpt never does either), and a NaN makes
 // the damage visible in every output it touches instead of silently zeroing
 // 16 weights. validate_weights() reports such bytes with their position.
-float ue4m3_to_float(uint8_t byte) {
-  const uint8_t b = byte & 0x7F;
-  if (b == kUE4M3NaN) return std::numeric_limits<float>::quiet_NaN();
-  const int exponent = b >> kUE4M3MantissaBits;
-  const int mantissa = b & 0x7;
-  if (exponent == 0) return std::ldexp(static_cast<float>(mantissa), -9);  // subnormal: m * 2^-9
-  return std::ldexp(static_cast<float>(8 + mantissa), exponent - kUE4M3Bias - kUE4M3MantissaBits);
-}
+float ue4m3_to_float(uint8_t byte) { return kUE4M3Values[byte & 0x7F]; }
 
 // Every UE4M3 value is q * 2^(max(e, 1) - 10) with q = 0..15, so the code is
 // the integer q (for subnormals) or (e << 3) + q - 8 (normals); a rounding
@@ -100,9 +115,9 @@ uint8_t float_to_ue4m3(float x) {
   const uint32_t mant = (bits & kF32MantissaMask) | kF32ImplicitBit;
   constexpr int kMinNormalExponent = 1 - kUE4M3Bias;  // 2^-6
   if (exponent < kMinNormalExponent) {
-    // q = x / 2^-9 = mant * 2^(exponent - 23 + 9). Below 2^-11 even the
-    // halfway point to the first subnormal is out of reach.
-    if (exponent < -11) return 0;
+    // q = x / 2^-9 = mant * 2^(exponent - 23 + 9). Below 2^-10, half the
+    // smallest subnormal, everything rounds to 0.
+    if (exponent < -10) return 0;
     return static_cast<uint8_t>(shift_right_round_even(mant, 14 - exponent));
   }
   if (exponent > 15 - kUE4M3Bias) return kUE4M3MaxCode;  // >= 512, and infinity
