@@ -1,0 +1,66 @@
+// `nvfp4moe bench`: cases, results, and the per-device runners.
+//
+// The CLI front end (tools/bench.cpp) expands presets x ops x T x routing x
+// schedule into BenchCases, calls the runner of the chosen device for each,
+// and prints / writes the results. Runners: tools/bench_cpu.cpp and
+// tools/bench_cuda.cpp (the latter only in CUDA builds).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "nvfp4moe/ops.hpp"
+#include "nvfp4moe/status.hpp"
+
+namespace nvfp4moe::bench {
+
+struct Preset {
+  std::string name;
+  int64_t num_experts, top_k, hidden, ffn;
+};
+// qwen3-30b-a3b, gpt-oss-20b, gpt-oss-120b, deepseek-v3, mixtral-8x7b.
+const std::vector<Preset>& presets();
+const Preset* find_preset(const std::string& name);
+
+enum class Op { kGateUp, kDown, kLayer };
+const char* op_name(Op op);
+
+struct Routing {
+  bool zipf = false;
+  double zipf_s = 0.0;  // popularity of expert rank r ~ 1 / r^s
+  std::string name() const;  // "uniform" or "zipf1.2"
+};
+
+// Top-k distinct experts per token; deterministic for a seed.
+std::vector<int32_t> make_routing(const Routing& r, int64_t num_tokens, int64_t top_k, int64_t num_experts,
+                                  uint64_t seed);
+
+struct BenchCase {
+  Preset preset;
+  Op op;
+  int64_t tokens;
+  Routing routing;
+  Schedule schedule;
+  bool unfused = false;  // layer only: the llama.cpp-style baseline
+};
+
+struct BenchResult {
+  double us_median = 0;      // per call
+  double flops = 0;          // 2 * rows * N * K summed over the op's matmuls
+  double weight_bytes = 0;   // NVFP4 bytes of the experts actually hit
+  double tflops() const { return us_median > 0 ? flops / us_median * 1e-6 : 0; }
+  double gbps() const { return us_median > 0 ? weight_bytes / us_median * 1e-3 : 0; }
+  double tokens_per_s(int64_t tokens) const { return us_median > 0 ? tokens / us_median * 1e6 : 0; }
+  // Optional extra columns (name, value), e.g. peers and roofline fraction.
+  std::vector<std::pair<std::string, double>> extra;
+};
+
+// FLOPs and hit-expert NVFP4 bytes of one case for the given ids.
+void count_work(const BenchCase& c, const std::vector<int32_t>& ids, double* flops, double* weight_bytes);
+
+Status run_case_cpu(const BenchCase& c, int num_threads, BenchResult* out);
+// Available only when built with CUDA; otherwise returns kUnsupported.
+Status run_case_cuda(const BenchCase& c, BenchResult* out);
+
+}  // namespace nvfp4moe::bench
