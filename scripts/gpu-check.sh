@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# One call on the GPU machine: build with ninja, run the GPU and CPU tests,
+# compute-sanitizer on a conformance subset, and the CUDA benchmark.
+#   scripts/gpu-check.sh OUTDIR [bench args...]
+# Writes to OUTDIR: build.log, tests.log, sanitizer-*.log, bench.json,
+# bench.md, results.json (commit, GPU, date, command, numbers, test summary).
+# Needs .deps/*.deb from scripts/fetch-gpu-deps.sh (carried with the call).
+set -uo pipefail
+out=${1:?usage: scripts/gpu-check.sh OUTDIR [bench args...]}
+shift || true
+cd "$(dirname "$0")/.."
+mkdir -p "$out"
+root=$PWD
+started=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+commit=$(git rev-parse HEAD 2>/dev/null || echo unknown)
+[ -z "$(git status --porcelain --untracked-files=no 2>/dev/null)" ] || commit="$commit-dirty"
+
+step() { echo "== $* ($(date -u +%T))"; }
+
+step "dependencies"
+prefix=""
+if ls .deps/*.deb >/dev/null 2>&1; then
+  rm -rf /tmp/nvfp4moe-deps && mkdir -p /tmp/nvfp4moe-deps
+  for f in .deps/*.deb; do dpkg -x "$f" /tmp/nvfp4moe-deps; done
+  prefix="-DCMAKE_PREFIX_PATH=/tmp/nvfp4moe-deps/usr"
+fi
+
+step "build"
+cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release $prefix -DNVFP4MOE_BENCH=OFF > "$out/build.log" 2>&1 &&
+  cmake --build build-gpu -j "$(nproc)" >> "$out/build.log" 2>&1
+build_rc=$?
+tail -n 5 "$out/build.log"
+if [ $build_rc -ne 0 ]; then grep -E "error" "$out/build.log" | head -n 30; exit 1; fi
+nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv > "$out/gpu.txt" 2>&1
+if command -v cuobjdump >/dev/null; then
+  cuobjdump -sass build-gpu/CMakeFiles/nvfp4moe.dir/src/cuda/sm90/nvfp4_grouped_gemm.cu.o > "$out/gemm.sass" 2>/dev/null
+  echo "HGMMA in grouped GEMM SASS: $(grep -c HGMMA "$out/gemm.sass")"
+fi
+
+step "tests"
+(cd build-gpu && ctest --output-on-failure -j 8 --timeout 600) > "$out/tests.log" 2>&1
+tests_rc=$?
+grep -E "tests passed|tests failed|Failed|\*\*\*" "$out/tests.log" | tail -n 15
+grep -h "\[ nmse" "$out/tests.log" | head -n 60 > "$out/nmse.txt" || true
+
+step "compute-sanitizer"
+san_rc=0
+if [ "${NVFP4MOE_SKIP_SANITIZER:-0}" != 1 ] && command -v compute-sanitizer >/dev/null; then
+  gt=build-gpu/tests/nvfp4moe_gpu_tests
+  subset='GpuMulMatId.DequantIsExact*:GpuMulMatId.RaggedRouting:GpuMulMatId.DtypesAndSmallestShapes:GpuMulMatId.BadIds*:GpuMoeLayer.SwiGLUSeparateGateUp'
+  for tool in memcheck racecheck initcheck; do
+    filter=$subset
+    [ $tool = racecheck ] && filter='GpuMulMatId.RaggedRouting:GpuMulMatId.DtypesAndSmallestShapes'
+    timeout 400 compute-sanitizer --tool $tool --error-exitcode 3 $gt --gtest_filter="$filter" \
+      > "$out/sanitizer-$tool.log" 2>&1
+    rc=$?
+    echo "$tool: rc=$rc $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/sanitizer-$tool.log" | tail -n 1)"
+    [ $rc -ne 0 ] && san_rc=$rc
+  done
+fi
+
+step "bench"
+bench_rc=0
+if [ "${NVFP4MOE_SKIP_BENCH:-0}" != 1 ]; then
+  bench_cmd=(build-gpu/nvfp4moe bench --device cuda --json "$out/bench.json" "$@")
+  "${bench_cmd[@]}" > "$out/bench.md" 2> "$out/bench.err"
+  bench_rc=$?
+  cat "$out/bench.md"
+  tail -n 3 "$out/bench.err"
+fi
+
+python3 - "$out" "$commit" "$started" "$build_rc" "$tests_rc" "$san_rc" "$bench_rc" "$*" <<'PY'
+import json, os, re, subprocess, sys
+out, commit, started, b, t, s, bn, args = sys.argv[1:9]
+gpu = open(os.path.join(out, "gpu.txt")).read().strip().splitlines()
+tests = open(os.path.join(out, "tests.log")).read()
+m = re.search(r"(\d+)% tests passed, (\d+) tests failed out of (\d+)", tests)
+bench = []
+bp = os.path.join(out, "bench.json")
+if os.path.exists(bp):
+    try:
+        bench = json.load(open(bp))
+    except Exception as e:
+        bench = {"error": str(e)}
+rec = {
+    "commit": commit, "date": started, "gpu": gpu[1] if len(gpu) > 1 else gpu,
+    "command": "scripts/gpu-check.sh OUT " + args,
+    "build_rc": int(b), "tests_rc": int(t), "sanitizer_rc": int(s), "bench_rc": int(bn),
+    "tests": {"failed": int(m.group(2)), "total": int(m.group(3))} if m else None,
+    "nmse": open(os.path.join(out, "nmse.txt")).read().splitlines() if os.path.exists(os.path.join(out, "nmse.txt")) else [],
+    "bench": bench,
+}
+json.dump(rec, open(os.path.join(out, "results.json"), "w"), indent=1)
+print("results.json written:", rec["tests"], "sanitizer rc", s, "bench rc", bn)
+PY
+[ $tests_rc -eq 0 ] && [ $san_rc -eq 0 ] && [ $bench_rc -eq 0 ]

@@ -1,0 +1,40 @@
+// NVFP4 -> BF16 in registers, shared by every mainloop that feeds tensor
+// cores from the sm90 packed layout (format/sm90_fragment.hpp).
+#pragma once
+
+#include <cstdint>
+
+#include "cuda/ptx/sync.cuh"
+
+namespace nvfp4moe::cuda {
+
+// The mainloop folds 2^-10 into every weight so that the scale factor
+// S * 2^116 fits BF16 (S <= 448); the epilogue multiplies it back, exactly.
+inline constexpr float kWeightDownscale = 1024.0f;
+
+// bf16x2 [S(g), S(g+8)] for k16 step `step` from the thread's scale word,
+// already multiplied by 2^116 (see kWeightDownscale).
+__device__ __forceinline__ uint32_t dequant_ue4m3x2_bf16(uint32_t scale_word, int step) {
+  constexpr uint32_t kTwoPow118 = 0x7A807A80u;  // bf16x2 {2^118, 2^118}
+  const uint32_t bits = (step % 2 == 0 ? scale_word << 4 : scale_word >> 4) & 0x07F007F0u;  // S * 2^-120
+  return ptx::mul_bf16x2(ptx::mul_bf16x2(bits, kTwoPow118), kTwoPow118);
+}
+
+// One k16 step of a thread's A fragment: 8 E2M1 codes -> 4 bf16x2 registers,
+// each multiplied by its row's scale factor. Exact: e2m1 * S * 2^-10 has at
+// most 6 significant bits and stays in BF16's normal range.
+__device__ __forceinline__ void dequant_e2m1x8_bf16(uint32_t word, uint32_t scales_g_g8, uint32_t (&a)[4]) {
+  constexpr uint32_t kMask = 0x81C081C0u;
+  const uint32_t f_g = ptx::prmt(scales_g_g8, scales_g_g8, 0x1010);
+  const uint32_t f_g8 = ptx::prmt(scales_g_g8, scales_g_g8, 0x3232);
+  const uint32_t p0 = word & kMask;
+  const uint32_t p1 = (word << 3) & kMask;
+  const uint32_t p2 = (word << 6) & kMask;
+  const uint32_t p3 = ((word << 1) & 0x80008000u) | ((word >> 5) & 0x01000100u) | ((word >> 4) & 0x00C000C0u);
+  a[0] = ptx::mul_bf16x2(p0, f_g);
+  a[1] = ptx::mul_bf16x2(p1, f_g8);
+  a[2] = ptx::mul_bf16x2(p2, f_g);
+  a[3] = ptx::mul_bf16x2(p3, f_g8);
+}
+
+}  // namespace nvfp4moe::cuda

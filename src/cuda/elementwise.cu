@@ -1,0 +1,92 @@
+// Small memory-bound kernels around the GEMMs: input conversion, the
+// deterministic slot combine, and the unfused baseline's separate passes.
+#include <cuda_bf16.h>
+
+#include "cuda/check.hpp"
+#include "cuda/epilogue.cuh"
+#include "cuda/launch.hpp"
+
+namespace nvfp4moe::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+
+uint32_t blocks_for(int64_t n) { return uint32_t(std::min<int64_t>((n + kThreads - 1) / kThreads, 65535 * 8)); }
+
+__global__ void f32_to_bf16_kernel(const float* x, __nv_bfloat16* y, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
+    y[i] = __float2bfloat16_rn(x[i]);
+}
+
+__global__ void combine_slots_kernel(const float* y, int64_t num_tokens, int32_t top_k, int64_t cols, float* out) {
+  const int64_t n = num_tokens * cols;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t t = i / cols, c = i % cols;
+    float sum = 0.0f;
+    for (int32_t j = 0; j < top_k; ++j) sum += y[(t * top_k + j) * cols + c];
+    out[i] = sum;
+  }
+}
+
+__global__ void scale_pairs_kernel(float* y, const int32_t* ids, const float* alpha, const float* alpha_up,
+                                   const float* route_w, int64_t pairs, int64_t cols) {
+  const int64_t n = pairs * cols;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t pair = i / cols;
+    // With alpha_up, columns come in interleaved 64-wide (gate, up) blocks.
+    const float* a = (alpha_up && ((i % cols) / 64) % 2 == 1) ? alpha_up : alpha;
+    float s = a ? a[ids[pair]] : 1.0f;
+    if (route_w) s *= route_w[pair];
+    y[i] *= s;
+  }
+}
+
+__global__ void swiglu_pairs_kernel(const float* gate_up, int64_t pairs, int64_t ffn, ActivationParams act,
+                                    __nv_bfloat16* h) {
+  const int64_t n = pairs * ffn;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t pair = i / ffn, f = i % ffn;
+    // Interleaved gate_up rows: block 2b = gate features [64b, 64b+64), block 2b+1 = up.
+    const int64_t gcol = (f / 64) * 128 + f % 64;
+    const float* row = gate_up + pair * 2 * ffn;
+    h[i] = __float2bfloat16_rn(activation(act, row[gcol], row[gcol + 64]));
+  }
+}
+
+}  // namespace
+
+Status launch_f32_to_bf16(const float* x, uint16_t* y, int64_t n, cudaStream_t stream) {
+  if (n == 0) return ok_status();
+  f32_to_bf16_kernel<<<blocks_for(n), kThreads, 0, stream>>>(x, reinterpret_cast<__nv_bfloat16*>(y), n);
+  NVFP4MOE_CUDA_CHECK_LAUNCH("f32_to_bf16_kernel");
+  return ok_status();
+}
+
+Status launch_combine_slots(const float* y, int64_t num_tokens, int64_t top_k, int64_t cols, float* out,
+                            cudaStream_t stream) {
+  if (num_tokens * cols == 0) return ok_status();
+  combine_slots_kernel<<<blocks_for(num_tokens * cols), kThreads, 0, stream>>>(y, num_tokens, int32_t(top_k), cols,
+                                                                               out);
+  NVFP4MOE_CUDA_CHECK_LAUNCH("combine_slots_kernel");
+  return ok_status();
+}
+
+Status launch_scale_pairs(float* y, const int32_t* ids, const float* alpha, const float* alpha_up,
+                          const float* route_w, int64_t pairs, int64_t cols, cudaStream_t stream) {
+  if (pairs * cols == 0) return ok_status();
+  scale_pairs_kernel<<<blocks_for(pairs * cols), kThreads, 0, stream>>>(y, ids, alpha, alpha_up, route_w, pairs,
+                                                                        cols);
+  NVFP4MOE_CUDA_CHECK_LAUNCH("scale_pairs_kernel");
+  return ok_status();
+}
+
+Status launch_swiglu_pairs(const float* gate_up, int64_t pairs, int64_t ffn, const ActivationParams& act,
+                           uint16_t* h, cudaStream_t stream) {
+  if (pairs * ffn == 0) return ok_status();
+  swiglu_pairs_kernel<<<blocks_for(pairs * ffn), kThreads, 0, stream>>>(gate_up, pairs, ffn, act,
+                                                                        reinterpret_cast<__nv_bfloat16*>(h));
+  NVFP4MOE_CUDA_CHECK_LAUNCH("swiglu_pairs_kernel");
+  return ok_status();
+}
+
+}  // namespace nvfp4moe::cuda

@@ -1,0 +1,65 @@
+// Parameters of the grouped NVFP4 GEMM, built on the host, read on the device.
+// One struct instead of a long argument list; only tile shape and stage count
+// are compile-time.
+#pragma once
+
+#include <cstdint>
+
+#include "nvfp4moe/ops.hpp"
+#include "nvfp4moe/plan.hpp"
+
+namespace nvfp4moe::cuda {
+
+// How compact row r (a position in the expert-sorted order) finds its
+// activation row or output row.
+enum class RowMap : int32_t {
+  kToken = 0,    // sorted_src[r] / top_k   (x shared by the k slots)
+  kPair = 1,     // sorted_src[r]           (x or y per (token, slot), ggml layout)
+  kCompact = 2,  // r                       (intermediates kept in sorted order)
+};
+
+enum class EpilogueKind : int32_t {
+  kStore = 0,   // y = alpha * acc [* route weight]
+  kSwiGLU = 1,  // tile rows = (gate block, up block): y = act(alpha * g, alpha_up * u)
+};
+
+inline constexpr int kBlockN = 128;  // weight rows per tile: two 64-row chunks, one per consumer warpgroup
+
+struct GemmParams {
+  // Weights in the sm90 packed layout, [E][n / 64][k / 64] chunks.
+  const uint8_t* w_packed = nullptr;
+  const float* alpha = nullptr;     // [E]; nullptr = 1
+  const float* alpha_up = nullptr;  // [E]; second chunk of kSwiGLU tiles
+  int32_t num_experts = 0, n = 0, k = 0;
+
+  // Activations, BF16 rows.
+  const uint16_t* x = nullptr;
+  int64_t x_stride = 0;  // elements between rows
+  RowMap x_map = RowMap::kToken;
+
+  // Plan (device).
+  const int32_t* sorted_src = nullptr;
+  int32_t top_k = 1;
+  const ExpertJob* jobs = nullptr;
+  const int32_t* num_jobs = nullptr;
+  const int32_t* counts = nullptr;
+  const int32_t* offsets = nullptr;
+  Schedule schedule = Schedule::kCompact;
+  int32_t rect_tiles_per_expert = 0;  // ceil(T / block_t): the worst case, known on the host
+
+  // Output.
+  void* y = nullptr;
+  DType y_dtype = DType::kF32;
+  int64_t y_stride = 0;  // elements between output rows
+  RowMap y_map = RowMap::kPair;
+  const float* route_w = nullptr;  // [T*k] by pair index; nullptr = 1
+  EpilogueKind epilogue = EpilogueKind::kStore;
+  ActivationParams act;
+
+#if defined(__CUDACC__)
+  __host__ __device__
+#endif
+  int32_t n_tiles() const { return (n + kBlockN - 1) / kBlockN; }
+};
+
+}  // namespace nvfp4moe::cuda

@@ -1,0 +1,36 @@
+// Host-side launchers of the CUDA backend's kernels (internal).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "cuda/gemm_params.hpp"
+#include "cuda/plan_kernels.cuh"
+#include "nvfp4moe/status.hpp"
+
+namespace nvfp4moe::cuda {
+
+// Token-tile heights with a compiled kernel.
+inline constexpr int32_t kBlockTNarrow = 32;
+inline constexpr int32_t kBlockTWide = 128;
+
+Status launch_grouped_gemm(const GemmParams& p, int32_t block_t, int num_sms, cudaStream_t stream);
+
+Status launch_build_plan(const int32_t* ids, int64_t num_tokens, int64_t top_k, int64_t num_experts,
+                         int32_t block_rows, const DevicePlan& plan, cudaStream_t stream);
+
+// x (F32) -> BF16, n elements.
+Status launch_f32_to_bf16(const float* x, uint16_t* y, int64_t n, cudaStream_t stream);
+// out[t][:] = sum_j y[t*k + j][:] in slot order (deterministic), F32.
+Status launch_combine_slots(const float* y, int64_t num_tokens, int64_t top_k, int64_t cols, float* out,
+                            cudaStream_t stream);
+// Unfused baseline passes (llama.cpp style): y[pair][:] *= alpha[ids[pair]] (* w[pair]).
+// With alpha_up, odd 64-column blocks (interleaved up rows) take alpha_up.
+Status launch_scale_pairs(float* y, const int32_t* ids, const float* alpha, const float* alpha_up,
+                          const float* route_w, int64_t pairs, int64_t cols, cudaStream_t stream);
+// h[pair][f] = act(gu[pair][gate f], gu[pair][up f]) for the interleaved gate_up output, to BF16.
+Status launch_swiglu_pairs(const float* gate_up, int64_t pairs, int64_t ffn, const ActivationParams& act,
+                           uint16_t* h, cudaStream_t stream);
+
+}  // namespace nvfp4moe::cuda

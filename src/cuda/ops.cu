@@ -1,0 +1,446 @@
+// Host side of the CUDA backend: weights upload, the per-stream Context, and
+// the ops. Forward paths only enqueue work: no host synchronization.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "cuda/check.hpp"
+#include "cuda/launch.hpp"
+#include "nvfp4moe/cuda.hpp"
+#include "nvfp4moe/layout.hpp"
+
+namespace nvfp4moe::cuda {
+
+// ---- DeviceBuffer -------------------------------------------------------------
+DeviceBuffer::~DeviceBuffer() {
+  if (ptr_) cudaFree(ptr_);
+}
+DeviceBuffer::DeviceBuffer(DeviceBuffer&& o) noexcept : ptr_(o.ptr_), bytes_(o.bytes_) {
+  o.ptr_ = nullptr;
+  o.bytes_ = 0;
+}
+DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
+  if (this != &o) {
+    if (ptr_) cudaFree(ptr_);
+    ptr_ = o.ptr_;
+    bytes_ = o.bytes_;
+    o.ptr_ = nullptr;
+    o.bytes_ = 0;
+  }
+  return *this;
+}
+Status DeviceBuffer::allocate(size_t bytes, DeviceBuffer* out) {
+  DeviceBuffer b;
+  if (bytes > 0) {
+    const cudaError_t e = cudaMalloc(&b.ptr_, bytes);
+    if (e != cudaSuccess) {
+      (void)cudaGetLastError();
+      return make_status(e == cudaErrorMemoryAllocation ? StatusCode::kOutOfMemory : StatusCode::kDeviceError,
+                         "cudaMalloc(", bytes, " bytes): ", cudaGetErrorString(e));
+    }
+  }
+  b.bytes_ = bytes;
+  *out = std::move(b);
+  return ok_status();
+}
+
+namespace {
+
+Status upload(const void* host, size_t bytes, DeviceBuffer* out) {
+  NVFP4MOE_RETURN_IF_ERROR(DeviceBuffer::allocate(bytes, out));
+  if (bytes) NVFP4MOE_CUDA_TRY(cudaMemcpy(out->get(), host, bytes, cudaMemcpyHostToDevice));
+  return ok_status();
+}
+
+Status upload_alpha(const ExpertWeightsView& w, DeviceBuffer* out) {
+  std::vector<float> alpha(static_cast<size_t>(w.num_experts));
+  for (int64_t e = 0; e < w.num_experts; ++e) alpha[e] = w.alpha_of(e);
+  return upload(alpha.data(), alpha.size() * sizeof(float), out);
+}
+
+bool is_capturing(cudaStream_t s) {
+  cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
+  return cudaStreamIsCapturing(s, &st) == cudaSuccess && st != cudaStreamCaptureStatusNone;
+}
+
+Status check_shape_limits(int64_t num_tokens, int64_t top_k, int64_t num_experts) {
+  if (num_tokens < 0) return invalid_argument("num_tokens = ", num_tokens, " is negative");
+  if (top_k < 1 || top_k > num_experts)
+    return invalid_argument("top_k = ", top_k, " must be in [1, num_experts = ", num_experts, "]");
+  if (num_experts > 1024)
+    return make_status(StatusCode::kOutOfRange, "num_experts = ", num_experts, " exceeds the supported 1024");
+  if (top_k > 32) return make_status(StatusCode::kOutOfRange, "top_k = ", top_k, " exceeds the supported 32");
+  if (num_tokens * top_k > INT32_MAX)
+    return make_status(StatusCode::kOutOfRange, "num_tokens * top_k = ", num_tokens * top_k,
+                       " exceeds 2^31 - 1 routed rows");
+  return ok_status();
+}
+
+}  // namespace
+
+Status check_device_supported(int ordinal) {
+  DeviceInfo d;
+  NVFP4MOE_RETURN_IF_ERROR(device_info(ordinal, &d));
+  if (d.cc_major != 9)
+    return make_status(StatusCode::kUnsupported, "device ", ordinal, " (", d.name, ", sm_", d.cc_major, d.cc_minor,
+                       ") is not supported: this build runs sm_90a (Hopper) kernels");
+  return ok_status();
+}
+
+Status upload_expert_weights(const ExpertWeightsView& w, DeviceExpertWeights* out) {
+  if (!out) return invalid_argument("upload_expert_weights: out is null");
+  NVFP4MOE_RETURN_IF_ERROR(validate_weights(w, "weights"));
+  const int64_t bytes = sm90_packed_bytes(w.num_experts, w.rows, w.cols);
+  if (bytes < 0)
+    return invalid_argument("weights: N = ", w.rows, " and K = ", w.cols,
+                            " must be multiples of 64 for the CUDA backend");
+  std::vector<uint8_t> packed(static_cast<size_t>(bytes));
+  NVFP4MOE_RETURN_IF_ERROR(pack_sm90(w, packed.data()));
+  DeviceExpertWeights d;
+  d.num_experts = w.num_experts;
+  d.rows = w.rows;
+  d.cols = w.cols;
+  NVFP4MOE_RETURN_IF_ERROR(upload(packed.data(), packed.size(), &d.packed));
+  NVFP4MOE_RETURN_IF_ERROR(upload_alpha(w, &d.alpha));
+  *out = std::move(d);
+  return ok_status();
+}
+
+namespace {
+
+// Rows [row0, row0 + rows) of every expert of a merged [E][2F][K] tensor.
+ExpertWeights slice_rows(const ExpertWeightsView& w, int64_t row0, int64_t rows) {
+  ExpertWeights out;
+  out.num_experts = w.num_experts;
+  out.rows = rows;
+  out.cols = w.cols;
+  const int64_t cb = w.row_code_bytes(), sb = w.row_scale_bytes();
+  out.codes.resize(static_cast<size_t>(w.num_experts * rows * cb));
+  out.scales.resize(static_cast<size_t>(w.num_experts * rows * sb));
+  for (int64_t e = 0; e < w.num_experts; ++e) {
+    const int64_t src = e * w.rows + row0, dst = e * rows;
+    std::copy_n(w.codes + src * cb, rows * cb, out.codes.begin() + dst * cb);
+    std::copy_n(w.scales + src * sb, rows * sb, out.scales.begin() + dst * sb);
+  }
+  return out;
+}
+
+}  // namespace
+
+Status upload_moe_layer(const MoeLayerWeights& w, const ActivationParams& act, DeviceMoeLayer* out) {
+  if (!out) return invalid_argument("upload_moe_layer: out is null");
+  ExpertWeightsView gate = w.gate, up = w.up;
+  ExpertWeights gate_copy, up_copy;
+  if (w.merged()) {
+    NVFP4MOE_RETURN_IF_ERROR(validate_weights(w.gate_up, "gate_up"));
+    if (w.gate_up.rows % 2 != 0) return invalid_argument("gate_up: rows = ", w.gate_up.rows, " must be even (2F)");
+    const int64_t F = w.gate_up.rows / 2;
+    gate_copy = slice_rows(w.gate_up, 0, F);
+    up_copy = slice_rows(w.gate_up, F, F);
+    gate = gate_copy.view();
+    up = up_copy.view();
+    gate.alpha = up.alpha = w.gate_up.alpha;
+  } else {
+    NVFP4MOE_RETURN_IF_ERROR(validate_weights(w.gate, "gate"));
+    NVFP4MOE_RETURN_IF_ERROR(validate_weights(w.up, "up"));
+  }
+  NVFP4MOE_RETURN_IF_ERROR(validate_weights(w.down, "down"));
+  if (gate.num_experts != up.num_experts || gate.rows != up.rows || gate.cols != up.cols)
+    return invalid_argument("gate [", gate.num_experts, ", ", gate.rows, ", ", gate.cols, "] and up [",
+                            up.num_experts, ", ", up.rows, ", ", up.cols, "] differ in shape");
+  if (w.down.num_experts != gate.num_experts || w.down.cols != gate.rows || w.down.rows != gate.cols)
+    return invalid_argument("down is [", w.down.num_experts, ", ", w.down.rows, ", ", w.down.cols,
+                            "], expected [E, H, F] = [", gate.num_experts, ", ", gate.cols, ", ", gate.rows, "]");
+  if (gate.rows % 64 != 0) return invalid_argument("ffn size F = ", gate.rows, " must be a multiple of 64");
+  ExpertWeights interleaved;
+  NVFP4MOE_RETURN_IF_ERROR(interleave_gate_up(gate, up, &interleaved));
+  ExpertWeightsView iv = interleaved.view();
+  iv.alpha = nullptr;  // the two halves keep their own alpha, uploaded below
+  DeviceMoeLayer d;
+  NVFP4MOE_RETURN_IF_ERROR(upload_expert_weights(iv, &d.gate_up));
+  NVFP4MOE_RETURN_IF_ERROR(upload_alpha(gate, &d.gate_up.alpha));
+  NVFP4MOE_RETURN_IF_ERROR(upload_alpha(up, &d.gate_up.alpha_up));
+  d.gate_up.gate_up_interleaved = true;
+  NVFP4MOE_RETURN_IF_ERROR(upload_expert_weights(w.down, &d.down));
+  d.act = act;
+  d.hidden = gate.cols;
+  d.ffn = gate.rows;
+  d.num_experts = gate.num_experts;
+  *out = std::move(d);
+  return ok_status();
+}
+
+// ---- Context ----------------------------------------------------------------
+struct Context::Impl {
+  int device = 0;
+  int num_sms = 0;
+  // Plan storage, sized for cap_pairs routed rows and cap_experts experts.
+  int64_t cap_pairs = -1, cap_experts = -1;
+  DeviceBuffer counts, offsets, sorted_src, inverse, jobs, scalars;  // scalars: num_jobs, max_count, status
+  int64_t plan_tokens = 0, plan_top_k = 0, plan_experts = 0;
+  int32_t plan_block_rows = 0;
+  DeviceBuffer x_bf16, h_bf16, y_f32, gu_f32;
+
+  DevicePlan plan() const {
+    int32_t* s = scalars.as<int32_t>();
+    return {counts.as<int32_t>(), offsets.as<int32_t>(), sorted_src.as<int32_t>(), inverse.as<int32_t>(),
+            jobs.as<ExpertJob>(),  s,                     s + 1,                     reinterpret_cast<PlanStatus*>(s + 2)};
+  }
+
+  Status grow(DeviceBuffer* b, size_t bytes, cudaStream_t stream, const char* what) {
+    if (b->bytes() >= bytes) return ok_status();
+    if (is_capturing(stream))
+      return make_status(StatusCode::kInvalidArgument, "workspace '", what, "' needs ", bytes,
+                         " bytes during stream capture; call Context::reserve() before capturing");
+    NVFP4MOE_CUDA_TRY(cudaStreamSynchronize(stream));  // the old buffer may still be in use
+    return DeviceBuffer::allocate(bytes, b);
+  }
+
+  Status grow_plan(int64_t pairs, int64_t experts, cudaStream_t stream) {
+    pairs = std::max<int64_t>(pairs, 1);
+    const size_t jobs_bytes = sizeof(ExpertJob) * size_t(max_jobs(pairs, experts, 16));
+    NVFP4MOE_RETURN_IF_ERROR(grow(&counts, sizeof(int32_t) * experts, stream, "plan.counts"));
+    NVFP4MOE_RETURN_IF_ERROR(grow(&offsets, sizeof(int32_t) * (experts + 1), stream, "plan.offsets"));
+    NVFP4MOE_RETURN_IF_ERROR(grow(&sorted_src, sizeof(int32_t) * pairs, stream, "plan.sorted_src"));
+    NVFP4MOE_RETURN_IF_ERROR(grow(&inverse, sizeof(int32_t) * pairs, stream, "plan.inverse"));
+    NVFP4MOE_RETURN_IF_ERROR(grow(&jobs, jobs_bytes, stream, "plan.jobs"));
+    NVFP4MOE_RETURN_IF_ERROR(grow(&scalars, sizeof(int32_t) * 8, stream, "plan.scalars"));
+    return ok_status();
+  }
+};
+
+Context::Context() : impl_(std::make_unique<Impl>()) {}
+Context::~Context() = default;
+int Context::device() const { return impl_->device; }
+int Context::num_sms() const { return impl_->num_sms; }
+
+Status Context::create(int device, std::unique_ptr<Context>* out) {
+  if (!out) return invalid_argument("Context::create: out is null");
+  NVFP4MOE_RETURN_IF_ERROR(check_device_supported(device));
+  NVFP4MOE_CUDA_TRY(cudaSetDevice(device));
+  std::unique_ptr<Context> c(new Context());
+  c->impl_->device = device;
+  NVFP4MOE_CUDA_TRY(cudaDeviceGetAttribute(&c->impl_->num_sms, cudaDevAttrMultiProcessorCount, device));
+  NVFP4MOE_RETURN_IF_ERROR(c->impl_->grow_plan(1, 1, nullptr));
+  *out = std::move(c);
+  return ok_status();
+}
+
+Status Context::reserve(int64_t num_tokens, int64_t top_k, int64_t num_experts, int64_t max_cols) {
+  NVFP4MOE_RETURN_IF_ERROR(check_shape_limits(num_tokens, top_k, num_experts));
+  Impl& m = *impl_;
+  const int64_t pairs = num_tokens * top_k;
+  NVFP4MOE_RETURN_IF_ERROR(m.grow_plan(pairs, num_experts, nullptr));
+  NVFP4MOE_RETURN_IF_ERROR(m.grow(&m.x_bf16, sizeof(uint16_t) * pairs * max_cols, nullptr, "x_bf16"));
+  NVFP4MOE_RETURN_IF_ERROR(m.grow(&m.h_bf16, sizeof(uint16_t) * pairs * max_cols, nullptr, "h_bf16"));
+  NVFP4MOE_RETURN_IF_ERROR(m.grow(&m.y_f32, sizeof(float) * pairs * max_cols, nullptr, "y_f32"));
+  NVFP4MOE_RETURN_IF_ERROR(m.grow(&m.gu_f32, sizeof(float) * pairs * 2 * max_cols, nullptr, "gu_f32"));
+  return ok_status();
+}
+
+Status Context::check_device_status(Stream stream) {
+  NVFP4MOE_CUDA_TRY(cudaStreamSynchronize(stream));
+  PlanStatus st{};
+  NVFP4MOE_CUDA_TRY(cudaMemcpy(&st, impl_->plan().status, sizeof(st), cudaMemcpyDeviceToHost));
+  switch (st.code) {
+    case kPlanOk: return ok_status();
+    case kPlanIdOutOfRange:
+      return invalid_argument("ids[", st.token, "][", st.slot, "] = ", st.value, " is out of range [0, ",
+                              impl_->plan_experts, ")");
+    case kPlanDuplicateId:
+      return invalid_argument("ids[", st.token, "][", st.slot, "] = ", st.value,
+                              " repeats an expert already chosen by this token");
+    default: return make_status(StatusCode::kInternal, "plan status word holds unknown code ", st.code);
+  }
+}
+
+int32_t choose_block_rows(int64_t num_tokens, int64_t top_k, int64_t num_experts) {
+  // Narrow tiles when the average expert gets at most 32 rows (decode and the
+  // middle range): the MMA then never waits on wasted columns, and the kernel
+  // keeps more weight bytes in flight. Wide tiles for prefill.
+  const int64_t avg_rows = (num_tokens * top_k + num_experts - 1) / std::max<int64_t>(num_experts, 1);
+  return avg_rows <= kBlockTNarrow ? kBlockTNarrow : kBlockTWide;
+}
+
+Status build_plan(Context& ctx, const int32_t* ids, int64_t num_tokens, int64_t top_k, int64_t num_experts,
+                  int32_t block_rows, Stream stream) {
+  NVFP4MOE_RETURN_IF_ERROR(check_shape_limits(num_tokens, top_k, num_experts));
+  if (block_rows <= 0) return invalid_argument("block_rows = ", block_rows, " must be positive");
+  if (num_tokens > 0 && ids == nullptr) return invalid_argument("ids is null with num_tokens = ", num_tokens);
+  Context::Impl& m = *ctx.impl();
+  NVFP4MOE_RETURN_IF_ERROR(m.grow_plan(num_tokens * top_k, num_experts, stream));
+  m.plan_tokens = num_tokens;
+  m.plan_top_k = top_k;
+  m.plan_experts = num_experts;
+  m.plan_block_rows = block_rows;
+  return launch_build_plan(ids, num_tokens, top_k, num_experts, block_rows, m.plan(), stream);
+}
+
+Status download_plan(Context& ctx, Stream stream, RoutingPlan* out) {
+  if (!out) return invalid_argument("download_plan: out is null");
+  NVFP4MOE_RETURN_IF_ERROR(ctx.check_device_status(stream));
+  Context::Impl& m = *ctx.impl();
+  const DevicePlan d = m.plan();
+  const int64_t pairs = m.plan_tokens * m.plan_top_k, E = m.plan_experts;
+  RoutingPlan p;
+  p.num_tokens = int32_t(m.plan_tokens);
+  p.top_k = int32_t(m.plan_top_k);
+  p.num_experts = int32_t(E);
+  p.block_rows = m.plan_block_rows;
+  p.counts.resize(E);
+  p.offsets.resize(E + 1);
+  p.sorted_src.resize(pairs);
+  p.inverse.resize(pairs);
+  int32_t num_jobs = 0;
+  NVFP4MOE_CUDA_TRY(cudaMemcpy(&num_jobs, d.num_jobs, sizeof(int32_t), cudaMemcpyDeviceToHost));
+  NVFP4MOE_CUDA_TRY(cudaMemcpy(&p.max_count, d.max_count, sizeof(int32_t), cudaMemcpyDeviceToHost));
+  p.jobs.resize(num_jobs);
+  NVFP4MOE_CUDA_TRY(cudaMemcpy(p.counts.data(), d.counts, sizeof(int32_t) * E, cudaMemcpyDeviceToHost));
+  NVFP4MOE_CUDA_TRY(cudaMemcpy(p.offsets.data(), d.offsets, sizeof(int32_t) * (E + 1), cudaMemcpyDeviceToHost));
+  NVFP4MOE_CUDA_TRY(cudaMemcpy(p.sorted_src.data(), d.sorted_src, sizeof(int32_t) * pairs, cudaMemcpyDeviceToHost));
+  NVFP4MOE_CUDA_TRY(cudaMemcpy(p.inverse.data(), d.inverse, sizeof(int32_t) * pairs, cudaMemcpyDeviceToHost));
+  NVFP4MOE_CUDA_TRY(cudaMemcpy(p.jobs.data(), d.jobs, sizeof(ExpertJob) * num_jobs, cudaMemcpyDeviceToHost));
+  *out = std::move(p);
+  return ok_status();
+}
+
+// ---- ops ----------------------------------------------------------------------
+namespace {
+
+Status check_weights_arg(const DeviceExpertWeights* w, const char* name) {
+  if (!w || !w->packed.get()) return invalid_argument(name, " is null or not uploaded");
+  return ok_status();
+}
+
+// Converts F32 activations to BF16 in the workspace; BF16 passes through.
+Status activations_bf16(Context::Impl& m, const void* x, DType dtype, int64_t elems, cudaStream_t stream,
+                        const uint16_t** out) {
+  if (dtype == DType::kBF16) {
+    *out = static_cast<const uint16_t*>(x);
+    return ok_status();
+  }
+  if (dtype != DType::kF32) return invalid_argument("x_dtype = ", int(dtype), " is not F32 or BF16");
+  NVFP4MOE_RETURN_IF_ERROR(m.grow(&m.x_bf16, sizeof(uint16_t) * elems, stream, "x_bf16"));
+  NVFP4MOE_RETURN_IF_ERROR(launch_f32_to_bf16(static_cast<const float*>(x), m.x_bf16.as<uint16_t>(), elems, stream));
+  *out = m.x_bf16.as<uint16_t>();
+  return ok_status();
+}
+
+GemmParams gemm_params(const Context::Impl& m, const DeviceExpertWeights& w, Schedule schedule, int32_t block_t) {
+  const DevicePlan d = m.plan();
+  GemmParams p;
+  p.w_packed = w.packed.as<uint8_t>();
+  p.alpha = w.alpha.as<float>();
+  p.alpha_up = w.alpha_up.as<float>();
+  p.num_experts = int32_t(w.num_experts);
+  p.n = int32_t(w.rows);
+  p.k = int32_t(w.cols);
+  p.sorted_src = d.sorted_src;
+  p.top_k = int32_t(m.plan_top_k);
+  p.jobs = d.jobs;
+  p.num_jobs = d.num_jobs;
+  p.counts = d.counts;
+  p.offsets = d.offsets;
+  p.schedule = schedule;
+  p.rect_tiles_per_expert = int32_t((m.plan_tokens + block_t - 1) / block_t);
+  return p;
+}
+
+}  // namespace
+
+Status mul_mat_id(Context& ctx, const CudaMulMatIdArgs& a, Stream stream) {
+  NVFP4MOE_RETURN_IF_ERROR(check_weights_arg(a.weights, "weights"));
+  const DeviceExpertWeights& w = *a.weights;
+  if (w.gate_up_interleaved)
+    return invalid_argument("weights: an interleaved gate_up tensor is for moe_layer, not mul_mat_id");
+  NVFP4MOE_RETURN_IF_ERROR(check_shape_limits(a.num_tokens, a.top_k, w.num_experts));
+  if (a.num_tokens == 0) return ok_status();
+  if (!a.x) return invalid_argument("x is null");
+  if (!a.ids) return invalid_argument("ids is null");
+  if (!a.y) return invalid_argument("y is null");
+  if (a.y_dtype != DType::kF32 && a.y_dtype != DType::kBF16)
+    return invalid_argument("y_dtype = ", int(a.y_dtype), " is not F32 or BF16");
+  if (a.schedule != Schedule::kCompact && a.schedule != Schedule::kRect)
+    return invalid_argument("schedule = ", int(a.schedule), " is not compact or rect");
+  Context::Impl& m = *ctx.impl();
+  const int32_t block_t = choose_block_rows(a.num_tokens, a.top_k, w.num_experts);
+  NVFP4MOE_RETURN_IF_ERROR(build_plan(ctx, a.ids, a.num_tokens, a.top_k, w.num_experts, block_t, stream));
+  const int64_t x_rows = a.x_per_slot ? a.num_tokens * a.top_k : a.num_tokens;
+  const uint16_t* x = nullptr;
+  NVFP4MOE_RETURN_IF_ERROR(activations_bf16(m, a.x, a.x_dtype, x_rows * w.cols, stream, &x));
+  GemmParams p = gemm_params(m, w, a.schedule, block_t);
+  p.x = x;
+  p.x_stride = w.cols;
+  p.x_map = a.x_per_slot ? RowMap::kPair : RowMap::kToken;
+  p.y = a.y;
+  p.y_dtype = a.y_dtype;
+  p.y_stride = w.rows;
+  p.y_map = RowMap::kPair;
+  return launch_grouped_gemm(p, block_t, m.num_sms, stream);
+}
+
+Status moe_layer(Context& ctx, const CudaMoeLayerArgs& a, Stream stream) {
+  if (!a.layer || !a.layer->gate_up.packed.get() || !a.layer->down.packed.get())
+    return invalid_argument("layer is null or not uploaded");
+  const DeviceMoeLayer& L = *a.layer;
+  NVFP4MOE_RETURN_IF_ERROR(check_shape_limits(a.num_tokens, a.top_k, L.num_experts));
+  if (a.num_tokens == 0) return ok_status();
+  if (!a.x) return invalid_argument("x is null");
+  if (!a.ids) return invalid_argument("ids is null");
+  if (!a.out) return invalid_argument("out is null");
+  Context::Impl& m = *ctx.impl();
+  const int64_t T = a.num_tokens, k = a.top_k, pairs = T * k, H = L.hidden, F = L.ffn;
+  const int32_t block_t = choose_block_rows(T, k, L.num_experts);
+  NVFP4MOE_RETURN_IF_ERROR(build_plan(ctx, a.ids, T, k, L.num_experts, block_t, stream));
+  const uint16_t* x = nullptr;
+  NVFP4MOE_RETURN_IF_ERROR(activations_bf16(m, a.x, a.x_dtype, T * H, stream, &x));
+  NVFP4MOE_RETURN_IF_ERROR(m.grow(&m.h_bf16, sizeof(uint16_t) * pairs * F, stream, "h_bf16"));
+  NVFP4MOE_RETURN_IF_ERROR(m.grow(&m.y_f32, sizeof(float) * pairs * H, stream, "y_f32"));
+
+  GemmParams gu = gemm_params(m, L.gate_up, a.schedule, block_t);
+  gu.x = x;
+  gu.x_stride = H;
+  gu.x_map = RowMap::kToken;
+  GemmParams down = gemm_params(m, L.down, a.schedule, block_t);
+  down.x = m.h_bf16.as<uint16_t>();
+  down.x_stride = F;
+  down.y = m.y_f32.get();
+  down.y_dtype = DType::kF32;
+  down.y_stride = H;
+  down.y_map = RowMap::kPair;
+
+  if (!a.unfused) {
+    // gate_up + SwiGLU, intermediate kept in expert-sorted order; down reads it
+    // contiguously and folds alpha and the router weight into its writeback.
+    gu.y = m.h_bf16.get();
+    gu.y_dtype = DType::kBF16;
+    gu.y_stride = F;
+    gu.y_map = RowMap::kCompact;
+    gu.epilogue = EpilogueKind::kSwiGLU;
+    gu.act = L.act;
+    NVFP4MOE_RETURN_IF_ERROR(launch_grouped_gemm(gu, block_t, m.num_sms, stream));
+    down.x_map = RowMap::kCompact;
+    down.route_w = a.route_weights;
+    NVFP4MOE_RETURN_IF_ERROR(launch_grouped_gemm(down, block_t, m.num_sms, stream));
+  } else {
+    NVFP4MOE_RETURN_IF_ERROR(m.grow(&m.gu_f32, sizeof(float) * pairs * 2 * F, stream, "gu_f32"));
+    gu.alpha = gu.alpha_up = nullptr;
+    gu.y = m.gu_f32.get();
+    gu.y_dtype = DType::kF32;
+    gu.y_stride = 2 * F;
+    gu.y_map = RowMap::kPair;
+    NVFP4MOE_RETURN_IF_ERROR(launch_grouped_gemm(gu, block_t, m.num_sms, stream));
+    NVFP4MOE_RETURN_IF_ERROR(launch_scale_pairs(m.gu_f32.as<float>(), a.ids, L.gate_up.alpha.as<float>(),
+                                                L.gate_up.alpha_up.as<float>(), nullptr, pairs, 2 * F, stream));
+    NVFP4MOE_RETURN_IF_ERROR(launch_swiglu_pairs(m.gu_f32.as<float>(), pairs, F, L.act, m.h_bf16.as<uint16_t>(), stream));
+    down.alpha = nullptr;
+    down.x_map = RowMap::kPair;
+    NVFP4MOE_RETURN_IF_ERROR(launch_grouped_gemm(down, block_t, m.num_sms, stream));
+    NVFP4MOE_RETURN_IF_ERROR(launch_scale_pairs(m.y_f32.as<float>(), a.ids, L.down.alpha.as<float>(), nullptr,
+                                                a.route_weights, pairs, H, stream));
+  }
+  return launch_combine_slots(m.y_f32.as<float>(), T, k, H, a.out, stream);
+}
+
+}  // namespace nvfp4moe::cuda

@@ -1,0 +1,66 @@
+// Tile schedulers: which (expert rows, N tile) a CTA computes next.
+//
+// compact: a persistent grid walks the device job list, item = job * n_tiles
+//          + n_tile, striped over CTAs (item += gridDim.x). Only real work
+//          exists; consecutive items share a job's activations, and the jobs
+//          of one expert are adjacent, so its weight tiles meet again in L2.
+// rect:    the grid is every expert x ceil(T / block_t) row tiles x n_tiles;
+//          a CTA whose tile is empty exits at once. This is the baseline the
+//          compact schedule replaces.
+// Both cut an expert's rows into the same block_t-row tiles, so a tile's
+// arithmetic, and hence every output bit, is the same under either.
+#pragma once
+
+#include <cstdint>
+
+#include "cuda/gemm_params.hpp"
+
+namespace nvfp4moe::cuda {
+
+struct WorkTile {
+  int32_t expert, row_begin, num_rows, n_tile;
+};
+
+template <int kBlockT>
+struct TileScheduler {
+  const GemmParams& p;
+  int32_t n_tiles;
+  int32_t total;
+  int32_t next;
+
+  __device__ explicit TileScheduler(const GemmParams& params) : p(params), n_tiles(params.n_tiles()) {
+    total = p.schedule == Schedule::kCompact ? *p.num_jobs * n_tiles
+                                             : p.num_experts * p.rect_tiles_per_expert * n_tiles;
+    next = blockIdx.x;
+  }
+
+  __device__ bool next_tile(WorkTile& w) {
+    while (next < total) {
+      const int32_t item = next;
+      next += gridDim.x;
+      if (p.schedule == Schedule::kCompact) {
+        const ExpertJob job = p.jobs[item / n_tiles];
+        w = {job.expert, job.row_begin, job.num_rows, item % n_tiles};
+        return true;
+      }
+      const int32_t per_expert = p.rect_tiles_per_expert * n_tiles;
+      const int32_t e = item / per_expert;
+      const int32_t tile = (item % per_expert) / n_tiles;
+      const int32_t rows = min(kBlockT, p.counts[e] - tile * kBlockT);
+      if (rows <= 0) continue;
+      w = {e, p.offsets[e] + tile * kBlockT, rows, item % n_tiles};
+      return true;
+    }
+    return false;
+  }
+};
+
+__device__ __forceinline__ int64_t map_row(RowMap map, const int32_t* sorted_src, int32_t top_k, int32_t r) {
+  switch (map) {
+    case RowMap::kToken: return sorted_src[r] / top_k;
+    case RowMap::kPair: return sorted_src[r];
+    default: return r;
+  }
+}
+
+}  // namespace nvfp4moe::cuda

@@ -1,0 +1,237 @@
+// sm90 grouped GEMM: NVFP4 weights x BF16 activations on wgmma.
+//
+// Roles (one CTA = 3 warpgroups, 384 threads):
+//   producer  (WG 0): per 64-wide K step, one thread bulk-copies the two
+//             2304-byte weight chunks of the tile; all 128 threads gather the
+//             activation rows of the tile with cp.async through the
+//             permutation (no permuted copy of X exists), 128-byte swizzled.
+//   consumers (WG 1, 2): each owns one 64-row weight chunk. It loads its A
+//             fragment (16 B codes + 8 B scales), dequantizes it in registers
+//             (dequant.cuh) and issues wgmma m64 x kBlockT x k16 with the
+//             activation tile as B. A is double-buffered in registers so the
+//             dequant of step k+1 overlaps the tensor-core work of step k.
+// The weights are the wgmma M dimension and the tokens its N dimension
+// ("swap AB"), so a tile can be as narrow as the routed rows need.
+// Epilogue (epilogue.cuh): accumulators -> alpha -> shared memory,
+// transposed -> vector stores. Schedule: scheduler.cuh.
+#pragma once
+
+#include <cstdint>
+
+#include "cuda/dequant.cuh"
+#include "cuda/epilogue.cuh"
+#include "cuda/gemm_params.hpp"
+#include "cuda/ptx/async_copy.cuh"
+#include "cuda/ptx/mbarrier.cuh"
+#include "cuda/ptx/sync.cuh"
+#include "cuda/ptx/wgmma.cuh"
+#include "cuda/scheduler.cuh"
+#include "nvfp4moe/layout.hpp"
+
+namespace nvfp4moe::cuda::sm90 {
+
+inline constexpr int kThreads = 384;
+inline constexpr int kProducerRegs = 40;
+inline constexpr int kConsumerRegs = 232;
+inline constexpr int kKStep = 64;  // K per pipeline stage = one chunk
+
+template <int kBlockT, int kStages>
+struct SharedStorage {
+  struct alignas(1024) Stage {
+    uint16_t x[kBlockT * kKStep];                 // [token][64] BF16, 128-byte swizzle
+    uint8_t w[2][kSm90ChunkBytes];                // the two weight chunks of the tile
+  };
+  Stage stages[kStages];
+  static constexpr int kTileStride = kBlockN + 4;  // +4 floats: conflict-free transposed writes
+  float tile[kBlockT * kTileStride];
+  uint64_t full[kStages];
+  uint64_t empty[kStages];
+};
+
+template <int kBlockT>
+struct TileConfig;
+// kBlockT -> pipeline depth. Narrow tiles (decode) are bandwidth-bound and
+// want many weight bytes in flight; wide tiles are MMA-bound.
+template <> struct TileConfig<32> { static constexpr int kStages = 12; };
+template <> struct TileConfig<128> { static constexpr int kStages = 4; };
+
+template <int kBlockT>
+constexpr size_t smem_bytes() {
+  return sizeof(SharedStorage<kBlockT, TileConfig<kBlockT>::kStages>) + 1024;  // +1024: manual alignment
+}
+
+struct PipelineState {
+  int stage = 0;
+  uint32_t phase = 0;
+  template <int kStages>
+  __device__ void advance() {
+    if (++stage == kStages) {
+      stage = 0;
+      phase ^= 1;
+    }
+  }
+};
+
+template <int kBlockT, int kStages>
+__device__ void producer(const GemmParams& p, SharedStorage<kBlockT, kStages>& s, int t) {
+  constexpr int kRowsPerThread = kBlockT / 16;  // 8 threads per 128-byte row, 128 threads
+  const int chunk = t % 8;
+  const int k_blocks = p.k / kKStep;
+  const int n_blocks = p.n / kSm90ChunkRows;
+  TileScheduler<kBlockT> sched(p);
+  PipelineState ps;
+  WorkTile w;
+  while (sched.next_tile(w)) {
+    const uint16_t* src[kRowsPerThread];
+    uint32_t src_bytes[kRowsPerThread];
+#pragma unroll
+    for (int i = 0; i < kRowsPerThread; ++i) {
+      const int row = t / 8 + 16 * i;
+      const bool valid = row < w.num_rows;
+      const int64_t xr = valid ? map_row(p.x_map, p.sorted_src, p.top_k, w.row_begin + row) : 0;
+      src[i] = p.x + xr * p.x_stride + chunk * 8;
+      src_bytes[i] = valid ? 16u : 0u;
+    }
+    const int nb0 = 2 * w.n_tile;
+    const bool second = nb0 + 1 < n_blocks;
+    const uint8_t* w0 = p.w_packed + (int64_t(w.expert) * n_blocks + nb0) * k_blocks * kSm90ChunkBytes;
+    for (int kb = 0; kb < k_blocks; ++kb) {
+      auto& st = s.stages[ps.stage];
+      ptx::mbarrier_wait_parity(&s.empty[ps.stage], ps.phase ^ 1);
+      if (t == 0) {
+        ptx::mbarrier_arrive_expect_tx(&s.full[ps.stage], (second ? 2 : 1) * kSm90ChunkBytes);
+        ptx::bulk_copy_g2s(st.w[0], w0 + int64_t(kb) * kSm90ChunkBytes, kSm90ChunkBytes, &s.full[ps.stage]);
+        if (second)
+          ptx::bulk_copy_g2s(st.w[1], w0 + (int64_t(k_blocks) + kb) * kSm90ChunkBytes, kSm90ChunkBytes,
+                             &s.full[ps.stage]);
+      }
+#pragma unroll
+      for (int i = 0; i < kRowsPerThread; ++i) {
+        const int row = t / 8 + 16 * i;
+        char* dst = reinterpret_cast<char*>(st.x) + row * 128 + ((chunk ^ (row & 7)) << 4);
+        ptx::cp_async_16(dst, src[i] + kb * kKStep, src_bytes[i]);
+      }
+      ptx::cp_async_mbarrier_arrive_noinc(&s.full[ps.stage]);
+      ps.advance<kStages>();
+    }
+  }
+  ptx::cp_async_wait_all();  // no copy may outlive its issuing thread
+}
+
+template <int kBlockT>
+__device__ __forceinline__ void load_fragment(const uint8_t* chunk, int t, uint4& codes, uint2& scales) {
+  const int warp = t / 32, g = (t % 32) / 4;
+  codes = *reinterpret_cast<const uint4*>(chunk + t * 16);
+  scales = *reinterpret_cast<const uint2*>(chunk + kSm90ChunkCodeBytes + (warp * 8 + g) * 8);
+}
+
+__device__ __forceinline__ void dequant_fragment(const uint4& codes, const uint2& scales, uint32_t (&a)[4][4]) {
+  const uint32_t words[4] = {codes.x, codes.y, codes.z, codes.w};
+#pragma unroll
+  for (int step = 0; step < 4; ++step) {
+    const uint32_t sw = step < 2 ? scales.x : scales.y;
+    dequant_e2m1x8_bf16(words[step], dequant_ue4m3x2_bf16(sw, step), a[step]);
+  }
+}
+
+template <int kBlockT, int kStages>
+__device__ void consumer(const GemmParams& p, SharedStorage<kBlockT, kStages>& s, int wg, int t) {
+  using Mma = ptx::WgmmaBf16RS<kBlockT>;
+  constexpr int kAcc = Mma::kAccumulators;
+  const int k_blocks = p.k / kKStep;
+  const int n_blocks = p.n / kSm90ChunkRows;
+  const int warp = t / 32, lane = t % 32, g = lane / 4, q = lane % 4;
+  TileScheduler<kBlockT> sched(p);
+  PipelineState ps;
+  WorkTile w;
+  while (sched.next_tile(w)) {
+    const bool active = 2 * w.n_tile + wg < n_blocks;
+    float acc[kAcc];
+#pragma unroll
+    for (int i = 0; i < kAcc; ++i) acc[i] = 0.0f;
+    uint32_t a[2][4][4];
+    int prev_stage = -1;
+
+    // One K step into register buffer `buf`; releases the previous stage once
+    // its wgmma group has retired.
+    auto k_step = [&](int kb, uint32_t(&abuf)[4][4]) {
+      auto& st = s.stages[ps.stage];
+      ptx::mbarrier_wait_parity(&s.full[ps.stage], ps.phase);
+      if (active) {
+        uint4 codes;
+        uint2 scales;
+        load_fragment<kBlockT>(st.w[wg], t, codes, scales);
+        dequant_fragment(codes, scales, abuf);
+        const uint64_t desc = ptx::smem_desc_kmajor_sw128(st.x);
+        ptx::wgmma_fence();
+#pragma unroll
+        for (int step = 0; step < 4; ++step) {
+          // k16 step: +32 bytes along the swizzled row, i.e. +2 in desc units.
+          Mma::mma(acc, abuf[step], desc + 2 * step, kb > 0 || step > 0);
+        }
+        ptx::wgmma_commit_group();
+        ptx::wgmma_wait_group<1>();
+        ptx::wgmma_fence_operands(acc);
+      }
+      if (prev_stage >= 0 && lane == 0) ptx::mbarrier_arrive(&s.empty[prev_stage]);
+      prev_stage = ps.stage;
+      ps.advance<kStages>();
+    };
+    int kb = 0;
+    for (; kb + 1 < k_blocks; kb += 2) {
+      k_step(kb, a[0]);
+      k_step(kb + 1, a[1]);
+    }
+    if (kb < k_blocks) k_step(kb, a[0]);
+    if (active) {
+      ptx::wgmma_wait_group<0>();
+      ptx::wgmma_fence_operands(acc);
+    }
+    if (lane == 0) ptx::mbarrier_arrive(&s.empty[prev_stage]);
+
+    // Epilogue: alpha, then transpose into shared memory.
+    constexpr int kStride = SharedStorage<kBlockT, kStages>::kTileStride;
+    ptx::named_barrier_sync(1, 256);  // the previous tile's stores have read s.tile
+    if (active) {
+      const float* alpha = (p.epilogue == EpilogueKind::kSwiGLU && wg == 1) ? p.alpha_up : p.alpha;
+      const float scale = (alpha ? alpha[w.expert] : 1.0f) * kWeightDownscale;
+      const int row = wg * 64 + warp * 16 + g;
+#pragma unroll
+      for (int i = 0; i < kAcc / 4; ++i) {
+        const int col = 8 * i + 2 * q;
+        s.tile[col * kStride + row] = acc[4 * i + 0] * scale;
+        s.tile[(col + 1) * kStride + row] = acc[4 * i + 1] * scale;
+        s.tile[col * kStride + row + 8] = acc[4 * i + 2] * scale;
+        s.tile[(col + 1) * kStride + row + 8] = acc[4 * i + 3] * scale;
+      }
+    }
+    ptx::named_barrier_sync(1, 256);
+    epilogue_store<kBlockT>(p, w, s.tile, kStride, wg * 128 + t, 256);
+  }
+}
+
+template <int kBlockT>
+__global__ void __launch_bounds__(kThreads, 1) nvfp4_grouped_gemm_kernel(const __grid_constant__ GemmParams p) {
+  constexpr int kStages = TileConfig<kBlockT>::kStages;
+  extern __shared__ uint8_t smem_raw[];
+  auto& s = *reinterpret_cast<SharedStorage<kBlockT, kStages>*>(
+      (reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+  const int wg = threadIdx.x / 128, t = threadIdx.x % 128;
+  if (threadIdx.x == 0) {
+    for (int i = 0; i < kStages; ++i) {
+      ptx::mbarrier_init(&s.full[i], 128 + 1);  // 128 cp.async arrivals + 1 expect_tx arrival
+      ptx::mbarrier_init(&s.empty[i], 8);       // lane 0 of each consumer warp
+    }
+    ptx::fence_mbarrier_init();
+  }
+  __syncthreads();
+  if (wg == 0) {
+    ptx::setmaxnreg_dec<kProducerRegs>();
+    producer<kBlockT, kStages>(p, s, t);
+  } else {
+    ptx::setmaxnreg_inc<kConsumerRegs>();
+    consumer<kBlockT, kStages>(p, s, wg - 1, t);
+  }
+}
+
+}  // namespace nvfp4moe::cuda::sm90

@@ -1,0 +1,81 @@
+// The sm90 packed weight chunk: where each element of a 64-row x 64-K chunk
+// lives, shared by the host packer and the device dequantizer so the two
+// cannot drift apart. [TAG_SM90_FRAGMENT_LAYOUT]
+//
+// The consumer warpgroup feeds wgmma.m64nNk16 with A (weights) from
+// registers. Thread t = 32*warp + 4*g + q holds, per k16 step s, four bf16x2
+// registers:
+//   p0 = rows 16w+g,   k = 16s+2q, +1     p2 = rows 16w+g,   k = 16s+2q+8, +9
+//   p1 = rows 16w+g+8, k = 16s+2q, +1     p3 = rows 16w+g+8, k = 16s+2q+8, +9
+// Those 8 nibbles are one uint32 word, codes[t][s], so a thread reads its
+// whole k64 fragment with one 16-byte shared-memory load.
+//
+// Inside the word each E2M1 code (s e1 e0 m) is bit-placed so that
+//   (word << shift) & 0x81C081C0
+// lands sign at bit 15, e1 e0 m at bits 8..6 of each bf16 half: the bf16 value
+// is then exactly e2m1 * 2^-126 (the exponent field is e1e0, so code 0.5
+// becomes the bf16 subnormal 2^-127; mul.bf16x2 keeps subnormals). p0, p1,
+// p2 use shifts 0, 3, 6; p3 takes the four bits left over and needs three.
+//
+// Scales: word[warp][g][j] (j = 0, 1) packs UE4M3 bytes
+//   byte0 = S(16w+g, 2j), byte1 = S(16w+g, 2j+1), byte2 = S(16w+g+8, 2j), byte3 = S(16w+g+8, 2j+1)
+// where S(r, s) scales row r over k16 step s. (w << 4) & 0x07F007F0 (even s)
+// or (w >> 4) & 0x07F007F0 (odd s) is then bf16x2 [S(g), S(g+8)] * 2^-120.
+#pragma once
+
+#include <cstdint>
+
+#if defined(__CUDACC__)
+#define NVFP4MOE_HD __host__ __device__ __forceinline__
+#else
+#define NVFP4MOE_HD inline
+#endif
+
+namespace nvfp4moe::sm90 {
+
+inline constexpr int kChunkThreads = 128;
+inline constexpr int kChunkCodeWords = 128 * 4;   // [thread][k16 step]
+inline constexpr int kChunkScaleWords = 4 * 8 * 2;  // [warp][g][j]
+
+struct NibbleBits {
+  uint8_t sign, e1, e0, m;  // bit positions inside the uint32 code word
+};
+
+// Bit positions of the element of pair p (0..3), half h (0 = lower k).
+NVFP4MOE_HD NibbleBits nibble_bits(int p, int h) {
+  const uint8_t o = static_cast<uint8_t>(16 * h);
+  switch (p) {
+    case 0: return {uint8_t(15 + o), uint8_t(8 + o), uint8_t(7 + o), uint8_t(6 + o)};
+    case 1: return {uint8_t(12 + o), uint8_t(5 + o), uint8_t(4 + o), uint8_t(3 + o)};
+    case 2: return {uint8_t(9 + o), uint8_t(2 + o), uint8_t(1 + o), uint8_t(0 + o)};
+    default: return {uint8_t(14 + o), uint8_t(13 + o), uint8_t(11 + o), uint8_t(10 + o)};
+  }
+}
+
+// Where element (row, k) of a chunk goes: thread, k16 step, pair, half.
+struct FragmentSlot {
+  int thread, step, pair, half;
+};
+
+NVFP4MOE_HD FragmentSlot fragment_slot(int row, int k) {
+  const int warp = row / 16, rr = row % 16, g = rr % 8, hi_row = rr / 8;
+  const int step = k / 16, kk = k % 16, q = (kk % 8) / 2, half = kk % 2, hi_k = kk / 8;
+  return {warp * 32 + 4 * g + q, step, hi_row + 2 * hi_k, half};
+}
+
+NVFP4MOE_HD uint32_t place_code(uint32_t code, NibbleBits b) {
+  return ((code >> 3) & 1u) << b.sign | ((code >> 2) & 1u) << b.e1 | ((code >> 1) & 1u) << b.e0 | (code & 1u) << b.m;
+}
+
+NVFP4MOE_HD uint32_t extract_code(uint32_t word, NibbleBits b) {
+  return ((word >> b.sign) & 1u) << 3 | ((word >> b.e1) & 1u) << 2 | ((word >> b.e0) & 1u) << 1 | ((word >> b.m) & 1u);
+}
+
+// Scale byte (row in chunk, k16 step) -> (word index, byte in word).
+NVFP4MOE_HD void scale_slot(int row, int step, int* word, int* byte) {
+  const int warp = row / 16, rr = row % 16, g = rr % 8, hi_row = rr / 8;
+  *word = (warp * 8 + g) * 2 + step / 2;
+  *byte = (step % 2) + 2 * hi_row;
+}
+
+}  // namespace nvfp4moe::sm90

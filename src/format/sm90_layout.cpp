@@ -1,0 +1,100 @@
+// Host packer for the sm90 weight layout (layout.hpp (c), sm90_fragment.hpp).
+#include <cstring>
+#include <limits>
+
+#include "format/sm90_fragment.hpp"
+#include "nvfp4moe/layout.hpp"
+
+namespace nvfp4moe {
+namespace {
+
+Status check_sm90_shape(int64_t num_experts, int64_t rows, int64_t cols) {
+  if (num_experts <= 0) return invalid_argument("sm90 layout: num_experts = ", num_experts, " must be positive");
+  if (rows <= 0 || rows % kSm90ChunkRows != 0)
+    return invalid_argument("sm90 layout: N = ", rows, " must be a positive multiple of ", kSm90ChunkRows);
+  if (cols <= 0 || cols % kSm90ChunkK != 0)
+    return invalid_argument("sm90 layout: K = ", cols, " must be a positive multiple of ", kSm90ChunkK);
+  const int64_t chunks_max = std::numeric_limits<int64_t>::max() / kSm90ChunkBytes;
+  if (num_experts > chunks_max / (rows / kSm90ChunkRows) / (cols / kSm90ChunkK))
+    return make_status(StatusCode::kOutOfRange, "sm90 layout: ", num_experts, " x ", rows, " x ", cols,
+                       " overflows 64-bit sizes");
+  return ok_status();
+}
+
+// Calls f(chunk_base_byte_offset, expert, row0, k0) for every chunk in order.
+template <typename F>
+void for_each_chunk(int64_t num_experts, int64_t rows, int64_t cols, F&& f) {
+  int64_t offset = 0;
+  for (int64_t e = 0; e < num_experts; ++e)
+    for (int64_t r0 = 0; r0 < rows; r0 += kSm90ChunkRows)
+      for (int64_t k0 = 0; k0 < cols; k0 += kSm90ChunkK, offset += kSm90ChunkBytes) f(offset, e, r0, k0);
+}
+
+}  // namespace
+
+int64_t sm90_packed_bytes(int64_t num_experts, int64_t rows, int64_t cols) {
+  if (!check_sm90_shape(num_experts, rows, cols).ok()) return -1;
+  return num_experts * (rows / kSm90ChunkRows) * (cols / kSm90ChunkK) * kSm90ChunkBytes;
+}
+
+Status pack_sm90(const ExpertWeightsView& w, uint8_t* out) {
+  NVFP4MOE_RETURN_IF_ERROR(check_sm90_shape(w.num_experts, w.rows, w.cols));
+  if (!w.codes || !w.scales || !out) return invalid_argument("pack_sm90: null codes, scales or output pointer");
+  const int64_t K = w.cols;
+  for_each_chunk(w.num_experts, w.rows, K, [&](int64_t base, int64_t e, int64_t r0, int64_t k0) {
+    uint32_t codes[sm90::kChunkCodeWords] = {};
+    uint32_t scales[sm90::kChunkScaleWords] = {};
+    for (int r = 0; r < kSm90ChunkRows; ++r) {
+      const int64_t row = e * w.rows + r0 + r;
+      const uint8_t* crow = w.codes + row * (K / 2);
+      const uint8_t* srow = w.scales + row * (K / kScaleBlock);
+      for (int k = 0; k < kSm90ChunkK; ++k) {
+        const int64_t kg = k0 + k;
+        const uint32_t code = (crow[kg / 2] >> (4 * (kg % 2))) & 0xF;
+        const sm90::FragmentSlot s = sm90::fragment_slot(r, k);
+        codes[s.thread * 4 + s.step] |= sm90::place_code(code, sm90::nibble_bits(s.pair, s.half));
+      }
+      for (int step = 0; step < kSm90ChunkK / kScaleBlock; ++step) {
+        int word, byte;
+        sm90::scale_slot(r, step, &word, &byte);
+        scales[word] |= uint32_t(srow[k0 / kScaleBlock + step]) << (8 * byte);
+      }
+    }
+    std::memcpy(out + base, codes, sizeof(codes));
+    std::memcpy(out + base + kSm90ChunkCodeBytes, scales, sizeof(scales));
+  });
+  return ok_status();
+}
+
+Status unpack_sm90(const uint8_t* packed, int64_t num_experts, int64_t rows, int64_t cols, uint8_t* codes_out,
+                   uint8_t* scales_out) {
+  NVFP4MOE_RETURN_IF_ERROR(check_sm90_shape(num_experts, rows, cols));
+  if (!packed || !codes_out || !scales_out) return invalid_argument("unpack_sm90: null pointer");
+  const int64_t K = cols;
+  std::memset(codes_out, 0, static_cast<size_t>(num_experts * rows * K / 2));
+  for_each_chunk(num_experts, rows, K, [&](int64_t base, int64_t e, int64_t r0, int64_t k0) {
+    uint32_t codes[sm90::kChunkCodeWords];
+    uint32_t scales[sm90::kChunkScaleWords];
+    std::memcpy(codes, packed + base, sizeof(codes));
+    std::memcpy(scales, packed + base + kSm90ChunkCodeBytes, sizeof(scales));
+    for (int r = 0; r < kSm90ChunkRows; ++r) {
+      const int64_t row = e * rows + r0 + r;
+      uint8_t* crow = codes_out + row * (K / 2);
+      uint8_t* srow = scales_out + row * (K / kScaleBlock);
+      for (int k = 0; k < kSm90ChunkK; ++k) {
+        const int64_t kg = k0 + k;
+        const sm90::FragmentSlot s = sm90::fragment_slot(r, k);
+        const uint32_t code = sm90::extract_code(codes[s.thread * 4 + s.step], sm90::nibble_bits(s.pair, s.half));
+        crow[kg / 2] |= static_cast<uint8_t>(code << (4 * (kg % 2)));
+      }
+      for (int step = 0; step < kSm90ChunkK / kScaleBlock; ++step) {
+        int word, byte;
+        sm90::scale_slot(r, step, &word, &byte);
+        srow[k0 / kScaleBlock + step] = static_cast<uint8_t>(scales[word] >> (8 * byte));
+      }
+    }
+  });
+  return ok_status();
+}
+
+}  // namespace nvfp4moe

@@ -1,0 +1,355 @@
+// GPU conformance for MUL_MAT_ID: exact dequantization, ggml's test grid,
+// presets, ragged routing, smallest shapes, schedules, determinism, graphs.
+#include <algorithm>
+#include <numeric>
+
+#include "gpu_test_util.hpp"
+#include "nvfp4moe/plan.hpp"
+
+namespace nvfp4moe::testing {
+namespace {
+
+// fp32 accumulation over K products of BF16 x exact-BF16 values against a
+// float64 sum of the same products: relative error per output ~ sqrt(K)*2^-24,
+// so NMSE ~ K * 2^-48 (~1e-11 at K = 2048). 1e-8 leaves room for the tensor
+// cores' internal order and still fails on any wrong weight or row (one
+// wrong element in a 2048-long dot moves NMSE by ~1e-4).
+constexpr double kNmseF32Out = 1e-8;
+// BF16 output adds a rounding of 2^-9 relative: NMSE ~ 2^-18 / 3 ~ 1.3e-6.
+constexpr double kNmseBf16Out = 1e-5;
+
+struct Case {
+  int64_t E, N, K, T, k;
+  bool per_slot;
+  DType x_dtype = DType::kF32;
+  DType y_dtype = DType::kF32;
+  Schedule schedule = Schedule::kCompact;
+  int64_t sample_pairs = -1;  // -1: check every output row
+};
+
+struct CaseRun {
+  std::vector<float> y;  // F32 (BF16 outputs widened)
+  std::vector<int64_t> pairs;
+  double nmse;
+};
+
+class GpuMulMatId : public GpuTest {
+ protected:
+  // Runs one case on the device, returns the output and NMSE vs float64.
+  void run_case(const Case& c, std::mt19937_64& rng, const std::vector<int32_t>& ids, const ExpertWeights& w,
+                const cuda::DeviceExpertWeights& dw, CaseRun* out) {
+    const int64_t x_rows = c.per_slot ? c.T * c.k : c.T;
+    std::vector<float> x = random_normal(rng, size_t(x_rows * c.K), 1.0f);
+    std::vector<float> xr = bf16_rounded(x);
+    cuda::DeviceBuffer dx;
+    if (c.x_dtype == DType::kF32) {
+      dx = to_device(x);
+    } else {
+      std::vector<uint16_t> xb(x.size());
+      for (size_t i = 0; i < x.size(); ++i) xb[i] = float_to_bf16(x[i]);
+      dx = to_device(xb);
+    }
+    cuda::DeviceBuffer dids = to_device(ids);
+    const size_t ny = size_t(c.T * c.k * c.N);
+    cuda::DeviceBuffer dy = poisoned_floats(ny);  // NaN bits also poison BF16 outputs
+    cuda::CudaMulMatIdArgs a;
+    a.weights = &dw;
+    a.x = dx.get();
+    a.x_dtype = c.x_dtype;
+    a.x_per_slot = c.per_slot;
+    a.ids = dids.as<int32_t>();
+    a.num_tokens = c.T;
+    a.top_k = c.k;
+    a.y = dy.get();
+    a.y_dtype = c.y_dtype;
+    a.schedule = c.schedule;
+    ASSERT_OK(cuda::mul_mat_id(*ctx, a, stream));
+    ASSERT_CUDA(cudaStreamSynchronize(stream));
+    ASSERT_OK(ctx->check_device_status(stream));
+    if (c.y_dtype == DType::kF32) {
+      out->y = to_host<float>(dy, ny);
+    } else {
+      std::vector<uint16_t> yb = to_host<uint16_t>(dy, ny);
+      out->y.resize(ny);
+      for (size_t i = 0; i < ny; ++i) out->y[i] = bf16_to_float(yb[i]);
+    }
+    out->pairs.clear();
+    const int64_t pairs = c.T * c.k;
+    if (c.sample_pairs < 0 || c.sample_pairs >= pairs) {
+      out->pairs.resize(size_t(pairs));
+      std::iota(out->pairs.begin(), out->pairs.end(), 0);
+    } else {
+      std::uniform_int_distribution<int64_t> pick(0, pairs - 1);
+      for (int64_t i = 0; i < c.sample_pairs; ++i) out->pairs.push_back(pick(rng));
+    }
+    // Every output element must have been written (no NaN left from the poison).
+    for (size_t i = 0; i < ny; ++i) ASSERT_FALSE(std::isnan(out->y[i])) << "y[" << i << "] was not written";
+    const std::vector<double> ref = reference_pairs(w, xr, c.per_slot, ids, c.k, out->pairs);
+    out->nmse = nmse_rows(out->y, c.N, out->pairs, ref);
+  }
+
+  void check_case(const Case& c, const char* label) {
+    std::mt19937_64 rng(test_seed());
+    ExpertWeights w = random_weights(rng, c.E, c.N, c.K);
+    cuda::DeviceExpertWeights dw;
+    ASSERT_OK(cuda::upload_expert_weights(w.view(), &dw));
+    const std::vector<int32_t> ids = random_ids(rng, c.T, c.k, c.E);
+    CaseRun r;
+    run_case(c, rng, ids, w, dw, &r);
+    const double limit = c.y_dtype == DType::kF32 ? kNmseF32Out : kNmseBf16Out;
+    EXPECT_LE(r.nmse, limit) << label << " E=" << c.E << " N=" << c.N << " K=" << c.K << " T=" << c.T
+                             << " k=" << c.k << " per_slot=" << c.per_slot;
+    std::printf("[ nmse     ] %s E=%lld N=%lld K=%lld T=%lld k=%lld: %.3g\n", label, (long long)c.E,
+                (long long)c.N, (long long)c.K, (long long)c.T, (long long)c.k, r.nmse);
+  }
+};
+
+// Every UE4M3 scale byte (but the NaN 0x7F) meets every E2M1 code; one-hot
+// activations make each output exactly one weight, so the kernel's dequant
+// must reproduce e2m1 * ue4m3 * alpha bit for bit.
+TEST_F(GpuMulMatId, DequantIsExactForEveryCodeAndScale) {
+  const int64_t N = 512, K = 64, T = 64;
+  ExpertWeights w;
+  w.num_experts = 1;
+  w.rows = N;
+  w.cols = K;
+  w.codes.resize(N * K / 2);
+  w.scales.resize(N * K / 16);
+  w.alpha = {0.25f};
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t b = 0; b < K / 16; ++b) {
+      const int64_t slot = n * (K / 16) + b;
+      w.scales[slot] = uint8_t(slot % 0x7F);  // every valid byte 0x00..0x7E
+      for (int64_t i = 0; i < 16; ++i) {
+        const int64_t k = b * 16 + i;
+        const uint8_t code = uint8_t((i + n) % 16);
+        w.codes[(n * K + k) / 2] |= uint8_t(code << (4 * (k % 2)));
+      }
+    }
+  // Scale bytes 0..0x7E each appear with all 16 codes (covered over rows n).
+  cuda::DeviceExpertWeights dw;
+  ASSERT_OK(cuda::upload_expert_weights(w.view(), &dw));
+  std::vector<float> x(T * K, 0.0f);
+  for (int64_t t = 0; t < T; ++t) x[t * K + t] = 1.0f;
+  std::vector<int32_t> ids(T, 0);
+  cuda::DeviceBuffer dx = to_device(x), dids = to_device(ids), dy = poisoned_floats(T * N);
+  cuda::CudaMulMatIdArgs a;
+  a.weights = &dw;
+  a.x = dx.get();
+  a.ids = dids.as<int32_t>();
+  a.num_tokens = T;
+  a.top_k = 1;
+  a.y = dy.get();
+  ASSERT_OK(cuda::mul_mat_id(*ctx, a, stream));
+  const std::vector<float> y = to_host<float>(dy, T * N);
+  std::vector<float> row(K);
+  int64_t mismatches = 0;
+  for (int64_t n = 0; n < N; ++n) {
+    dequantize_row(w.codes.data() + n * K / 2, w.scales.data() + n * K / 16, K, row.data());
+    for (int64_t t = 0; t < T; ++t) {
+      const float want = row[t] * 0.25f;
+      const float got = y[t * N + n];
+      if (std::memcmp(&want, &got, 4) != 0 && !(want == 0 && got == 0)) {
+        if (++mismatches < 10) ADD_FAILURE() << "w[" << n << "][" << t << "]: want " << want << " got " << got;
+      }
+    }
+  }
+  EXPECT_EQ(mismatches, 0);
+}
+
+// ggml's test-backend-ops grid for MUL_MAT_ID: m = 512, k = 256.
+TEST_F(GpuMulMatId, GgmlTestGrid) {
+  for (int64_t E : {4, 8})
+    for (int64_t k : {1, 2, 4})
+      for (bool per_slot : {false, true})
+        for (int64_t T : {1, 4, 5, 17, 32, 129}) {
+          if (k > E) continue;
+          check_case({E, 512, 256, T, k, per_slot}, "ggml-grid");
+          if (HasFatalFailure()) return;
+        }
+}
+
+// Model presets (gate_up and down shapes) at T in {1, 7, 64, 2048}; rows sampled.
+TEST_F(GpuMulMatId, Presets) {
+  struct Shape { const char* name; int64_t E, k, N, K; bool per_slot; };
+  const Shape shapes[] = {
+      {"qwen3-30b-a3b.gate_up", 128, 8, 1536, 2048, false},
+      {"qwen3-30b-a3b.down", 128, 8, 2048, 768, true},
+      {"gpt-oss-20b.gate_up", 32, 4, 5760, 2880, false},
+      {"gpt-oss-20b.down", 32, 4, 2880, 2880, true},
+  };
+  for (const Shape& s : shapes)
+    for (int64_t T : {1, 7, 64, 2048}) {
+      Case c{s.E, s.N, s.K, T, s.k, s.per_slot};
+      c.sample_pairs = 48;
+      check_case(c, s.name);
+      if (HasFatalFailure()) return;
+    }
+}
+
+TEST_F(GpuMulMatId, DtypesAndSmallestShapes) {
+  for (DType xd : {DType::kF32, DType::kBF16})
+    for (DType yd : {DType::kF32, DType::kBF16}) {
+      Case c{3, 64, 64, 9, 2, false, xd, yd};
+      check_case(c, "smallest");
+      Case c2{5, 192, 128, 40, 3, true, xd, yd};  // N % 128 == 64: a half tile
+      check_case(c2, "half-tile");
+    }
+}
+
+// Ragged routing: one expert gets every token, one gets exactly one, most
+// are empty; T not a multiple of any tile.
+TEST_F(GpuMulMatId, RaggedRouting) {
+  std::mt19937_64 rng(test_seed());
+  const int64_t E = 64, N = 256, K = 512, T = 301, k = 2;
+  ExpertWeights w = random_weights(rng, E, N, K);
+  cuda::DeviceExpertWeights dw;
+  ASSERT_OK(cuda::upload_expert_weights(w.view(), &dw));
+  std::vector<int32_t> ids(T * k);
+  for (int64_t t = 0; t < T; ++t) {
+    ids[t * k] = 7;                          // expert 7 gets all tokens
+    ids[t * k + 1] = t == 150 ? 3 : 40 + int32_t(t % 2);  // expert 3: one token; 40, 41: the rest
+  }
+  for (Schedule s : {Schedule::kCompact, Schedule::kRect}) {
+    Case c{E, N, K, T, k, false};
+    c.schedule = s;
+    CaseRun r;
+    run_case(c, rng, ids, w, dw, &r);
+    EXPECT_LE(r.nmse, kNmseF32Out) << int(s);
+  }
+}
+
+// compact and rect cut the same tiles, so every output bit must agree; and
+// the same input must give the same bits on every run.
+TEST_F(GpuMulMatId, SchedulesBitIdenticalAndDeterministic) {
+  std::mt19937_64 rng(test_seed());
+  for (int64_t T : {1, 33, 700}) {
+    const int64_t E = 32, N = 384, K = 1024, k = 4;
+    ExpertWeights w = random_weights(rng, E, N, K);
+    cuda::DeviceExpertWeights dw;
+    ASSERT_OK(cuda::upload_expert_weights(w.view(), &dw));
+    std::vector<int32_t> ids = random_ids(rng, T, k, E);
+    std::vector<float> x = random_normal(rng, size_t(T * K), 1.0f);
+    cuda::DeviceBuffer dx = to_device(x), dids = to_device(ids);
+    std::vector<std::vector<float>> outs;
+    for (Schedule s : {Schedule::kCompact, Schedule::kRect, Schedule::kCompact}) {
+      cuda::DeviceBuffer dy = poisoned_floats(T * k * N);
+      cuda::CudaMulMatIdArgs a;
+      a.weights = &dw;
+      a.x = dx.get();
+      a.ids = dids.as<int32_t>();
+      a.num_tokens = T;
+      a.top_k = k;
+      a.y = dy.get();
+      a.schedule = s;
+      ASSERT_OK(cuda::mul_mat_id(*ctx, a, stream));
+      outs.push_back(to_host<float>(dy, T * k * N));
+    }
+    EXPECT_EQ(0, std::memcmp(outs[0].data(), outs[1].data(), outs[0].size() * 4)) << "compact != rect, T=" << T;
+    EXPECT_EQ(0, std::memcmp(outs[0].data(), outs[2].data(), outs[0].size() * 4)) << "run-to-run, T=" << T;
+  }
+}
+
+// The op captured in a graph (global capture mode: any host synchronization
+// inside would invalidate the capture) replays to the same bits.
+TEST_F(GpuMulMatId, GraphCaptureAndReplay) {
+  std::mt19937_64 rng(test_seed());
+  const int64_t E = 16, N = 256, K = 512, T = 50, k = 2;
+  ExpertWeights w = random_weights(rng, E, N, K);
+  cuda::DeviceExpertWeights dw;
+  ASSERT_OK(cuda::upload_expert_weights(w.view(), &dw));
+  std::vector<int32_t> ids = random_ids(rng, T, k, E);
+  std::vector<float> x = random_normal(rng, size_t(T * K), 1.0f);
+  cuda::DeviceBuffer dx = to_device(x), dids = to_device(ids), dy = poisoned_floats(T * k * N);
+  ASSERT_OK(ctx->reserve(T, k, E, std::max(N, K)));
+  cuda::CudaMulMatIdArgs a;
+  a.weights = &dw;
+  a.x = dx.get();
+  a.ids = dids.as<int32_t>();
+  a.num_tokens = T;
+  a.top_k = k;
+  a.y = dy.get();
+  ASSERT_OK(cuda::mul_mat_id(*ctx, a, stream));
+  const std::vector<float> direct = to_host<float>(dy, T * k * N);
+
+  cuda::DeviceBuffer dy2 = poisoned_floats(T * k * N);
+  a.y = dy2.get();
+  cudaGraph_t graph;
+  ASSERT_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+  ASSERT_OK(cuda::mul_mat_id(*ctx, a, stream));
+  ASSERT_CUDA(cudaStreamEndCapture(stream, &graph));
+  cudaGraphExec_t exec;
+  ASSERT_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+  for (int i = 0; i < 3; ++i) ASSERT_CUDA(cudaGraphLaunch(exec, stream));
+  ASSERT_CUDA(cudaStreamSynchronize(stream));
+  const std::vector<float> replayed = to_host<float>(dy2, T * k * N);
+  EXPECT_EQ(0, std::memcmp(direct.data(), replayed.data(), direct.size() * 4));
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+}
+
+// Bad ids live on the device: the plan kernel refuses them, writes nothing,
+// and check_device_status names the position.
+TEST_F(GpuMulMatId, BadIdsAreReportedAndOutputUntouched) {
+  std::mt19937_64 rng(test_seed());
+  const int64_t E = 8, N = 64, K = 64, T = 5, k = 2;
+  ExpertWeights w = random_weights(rng, E, N, K);
+  cuda::DeviceExpertWeights dw;
+  ASSERT_OK(cuda::upload_expert_weights(w.view(), &dw));
+  std::vector<float> x = random_normal(rng, size_t(T * K), 1.0f);
+  cuda::DeviceBuffer dx = to_device(x);
+  for (int variant = 0; variant < 2; ++variant) {
+    std::vector<int32_t> ids = random_ids(rng, T, k, E);
+    if (variant == 0) ids[3 * k + 1] = int32_t(E + 5);
+    else ids[2 * k + 1] = ids[2 * k];
+    cuda::DeviceBuffer dids = to_device(ids), dy = poisoned_floats(T * k * N);
+    cuda::CudaMulMatIdArgs a;
+    a.weights = &dw;
+    a.x = dx.get();
+    a.ids = dids.as<int32_t>();
+    a.num_tokens = T;
+    a.top_k = k;
+    a.y = dy.get();
+    ASSERT_OK(cuda::mul_mat_id(*ctx, a, stream));
+    const Status st = ctx->check_device_status(stream);
+    EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(st.message().find(variant == 0 ? "ids[3][1]" : "ids[2][1]"), std::string::npos) << st.message();
+    const std::vector<float> y = to_host<float>(dy, T * k * N);
+    for (float v : y) ASSERT_TRUE(std::isnan(v)) << "output written despite bad ids";
+  }
+}
+
+// The device plan is the CPU plan, bit for bit.
+TEST_F(GpuMulMatId, DevicePlanEqualsCpuPlan) {
+  std::mt19937_64 rng(test_seed());
+  struct P { int64_t T, k, E; int32_t block; };
+  for (const P& p : {P{0, 2, 8, 32}, P{1, 8, 128, 32}, P{37, 1, 4, 16}, P{2048, 8, 128, 128}, P{5000, 4, 1024, 128},
+                     P{300, 2, 64, 32}}) {
+    std::vector<int32_t> ids = random_ids(rng, p.T, p.k, p.E);
+    if (p.T == 300)  // skewed: everyone picks expert 5 first
+      for (int64_t t = 0; t < p.T; ++t)
+        if (ids[t * p.k + 1] != 5) ids[t * p.k] = 5;
+    cuda::DeviceBuffer dids = to_device(ids.empty() ? std::vector<int32_t>{0} : ids);
+    ASSERT_OK(cuda::build_plan(*ctx, dids.as<int32_t>(), p.T, p.k, p.E, p.block, stream));
+    RoutingPlan gpu, cpu;
+    ASSERT_OK(cuda::download_plan(*ctx, stream, &gpu));
+    PlanOptions opt;
+    opt.block_rows = p.block;
+    ASSERT_OK(build_routing_plan(ids.data(), p.T, p.k, p.E, opt, &cpu));
+    EXPECT_EQ(gpu.counts, cpu.counts) << p.T;
+    EXPECT_EQ(gpu.offsets, cpu.offsets) << p.T;
+    EXPECT_EQ(gpu.sorted_src, cpu.sorted_src) << p.T;
+    EXPECT_EQ(gpu.inverse, cpu.inverse) << p.T;
+    EXPECT_EQ(gpu.max_count, cpu.max_count) << p.T;
+    ASSERT_EQ(gpu.jobs.size(), cpu.jobs.size()) << p.T;
+    for (size_t i = 0; i < gpu.jobs.size(); ++i) {
+      EXPECT_EQ(gpu.jobs[i].expert, cpu.jobs[i].expert);
+      EXPECT_EQ(gpu.jobs[i].row_begin, cpu.jobs[i].row_begin);
+      EXPECT_EQ(gpu.jobs[i].num_rows, cpu.jobs[i].num_rows);
+      EXPECT_EQ(gpu.jobs[i].tile_rows, cpu.jobs[i].tile_rows);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace nvfp4moe::testing

@@ -1,0 +1,122 @@
+// GPU test helpers: device fixture (skips without a device), device buffers,
+// random NVFP4 weights, and a float64 reference on sampled output rows.
+#pragma once
+
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "nvfp4moe/cuda.hpp"
+#include "nvfp4moe/format.hpp"
+#include "test_util.hpp"
+
+#define ASSERT_OK(expr)                                 \
+  do {                                                  \
+    const ::nvfp4moe::Status s_ = (expr);               \
+    ASSERT_TRUE(s_.ok()) << #expr << ": " << s_.to_string(); \
+  } while (0)
+#define ASSERT_CUDA(expr) ASSERT_EQ((expr), cudaSuccess) << #expr << ": " << cudaGetErrorString(cudaGetLastError())
+
+namespace nvfp4moe::testing {
+
+class GpuTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device";
+    const Status s = cuda::check_device_supported(0);
+    if (!s.ok()) GTEST_SKIP() << s.to_string();
+    ASSERT_OK(cuda::Context::create(0, &ctx));
+    ASSERT_CUDA(cudaStreamCreate(&stream));
+  }
+  void TearDown() override {
+    if (stream) cudaStreamDestroy(stream);
+  }
+  std::unique_ptr<cuda::Context> ctx;
+  cudaStream_t stream = nullptr;
+};
+
+template <typename T>
+cuda::DeviceBuffer to_device(const std::vector<T>& v) {
+  cuda::DeviceBuffer b;
+  EXPECT_TRUE(cuda::DeviceBuffer::allocate(v.size() * sizeof(T), &b).ok());
+  if (!v.empty()) EXPECT_EQ(cudaMemcpy(b.get(), v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice), cudaSuccess);
+  return b;
+}
+
+template <typename T>
+std::vector<T> to_host(const cuda::DeviceBuffer& b, size_t n) {
+  std::vector<T> v(n);
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  if (n) EXPECT_EQ(cudaMemcpy(v.data(), b.get(), n * sizeof(T), cudaMemcpyDeviceToHost), cudaSuccess);
+  return v;
+}
+
+// A device buffer of n floats filled with NaN, so unwritten outputs show.
+inline cuda::DeviceBuffer poisoned_floats(size_t n) {
+  std::vector<float> nan(n, std::numeric_limits<float>::quiet_NaN());
+  return to_device(nan);
+}
+
+// Random NVFP4 weights: random codes, scale bytes around 1.0 (0x30..0x40:
+// 2^-1 .. 2^1 with all mantissas), alpha positive.
+inline ExpertWeights random_weights(std::mt19937_64& rng, int64_t E, int64_t N, int64_t K, float alpha_scale = 0.05f) {
+  ExpertWeights w;
+  w.num_experts = E;
+  w.rows = N;
+  w.cols = K;
+  w.codes.resize(size_t(E * N * K / 2));
+  w.scales.resize(size_t(E * N * K / 16));
+  std::uniform_int_distribution<int> byte(0, 255), scale(0x30, 0x40);
+  for (auto& c : w.codes) c = uint8_t(byte(rng));
+  for (auto& s : w.scales) s = uint8_t(scale(rng));
+  std::uniform_real_distribution<float> a(0.5f, 1.5f);
+  w.alpha.resize(size_t(E));
+  for (auto& x : w.alpha) x = alpha_scale * a(rng);
+  return w;
+}
+
+inline std::vector<float> bf16_rounded(std::vector<float> v) {
+  for (auto& x : v) x = round_to_bf16(x);
+  return v;
+}
+
+// float64 MUL_MAT_ID for the listed pairs only (pair = t*k + j): ref[i][n].
+inline std::vector<double> reference_pairs(const ExpertWeights& w, const std::vector<float>& x_bf16, bool x_per_slot,
+                                           const std::vector<int32_t>& ids, int64_t top_k,
+                                           const std::vector<int64_t>& pairs) {
+  const int64_t N = w.rows, K = w.cols;
+  std::vector<double> ref(pairs.size() * N);
+  std::vector<float> wrow(K);
+  for (size_t i = 0; i < pairs.size(); ++i) {
+    const int64_t pair = pairs[i], t = pair / top_k, e = ids[pair];
+    const float* x = x_bf16.data() + (x_per_slot ? pair : t) * K;
+    for (int64_t n = 0; n < N; ++n) {
+      const int64_t row = e * N + n;
+      dequantize_row(w.codes.data() + row * K / 2, w.scales.data() + row * K / 16, K, wrow.data());
+      double acc = 0;
+      for (int64_t k = 0; k < K; ++k) acc += double(wrow[k]) * double(x[k]);
+      ref[i * N + n] = acc * w.alpha[e];
+    }
+  }
+  return ref;
+}
+
+inline double nmse_rows(const std::vector<float>& y, int64_t N, const std::vector<int64_t>& pairs,
+                        const std::vector<double>& ref) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < pairs.size(); ++i)
+    for (int64_t n = 0; n < N; ++n) {
+      const double v = y[pairs[i] * N + n], r = ref[i * N + n];
+      if (!std::isfinite(v)) return INFINITY;
+      num += (v - r) * (v - r);
+      den += r * r;
+    }
+  return den > 0 ? num / den : num;
+}
+
+}  // namespace nvfp4moe::testing
