@@ -36,6 +36,8 @@ struct Routing {
 std::vector<int32_t> make_routing(const Routing& r, int64_t num_tokens, int64_t top_k, int64_t num_experts,
                                   uint64_t seed);
 
+inline constexpr uint64_t kDefaultBenchSeed = 20250101;
+
 struct BenchCase {
   Preset preset;
   Op op;
@@ -43,6 +45,13 @@ struct BenchCase {
   Routing routing;
   Schedule schedule;
   bool unfused = false;  // layer only: the llama.cpp-style baseline
+  // Timed calls whose median is reported; 0 = the runner's own choice (the
+  // CUDA runner may time on its own terms and ignore it).
+  int reps = 0;
+  // Seed of everything random in the case: the routing is
+  // make_routing(routing, tokens, preset.top_k, preset.num_experts, seed), so
+  // every runner and the front end see the same ids.
+  uint64_t seed = kDefaultBenchSeed;
 };
 
 struct BenchResult {
@@ -55,6 +64,26 @@ struct BenchResult {
   // Optional extra columns (name, value), e.g. peers and roofline fraction.
   std::vector<std::pair<std::string, double>> extra;
 };
+
+// Parsers of the command-line spellings: "gate_up" | "down" | "layer",
+// "compact" | "rect", "uniform" | "zipf:S" (S > 0). Errors name the value.
+Status parse_op(const std::string& text, Op* out);
+Status parse_schedule(const std::string& text, Schedule* out);
+Status parse_routing(const std::string& text, Routing* out);
+
+// The matmul shape of a single-matmul op (gate_up: N = 2F, K = H;
+// down: N = H, K = F). Layer runs both.
+void op_shape(const Preset& p, Op op, int64_t* rows, int64_t* cols);
+
+// Inputs for timing, deterministic for a seed whatever the thread count.
+// Weights: random code bytes, scale bytes in [0x28, 0x48] (UE4M3 0.25 .. 4)
+// and alpha 1/64, so outputs stay finite and of moderate size; generating
+// them is a memory-speed fill, unlike quantizing random floats.
+ExpertWeights random_expert_weights(int64_t num_experts, int64_t rows, int64_t cols, uint64_t seed);
+// Uniform in [-1, 1).
+std::vector<float> random_activations(int64_t count, uint64_t seed);
+// [T][k], positive, each token's k weights sum to 1.
+std::vector<float> random_route_weights(int64_t num_tokens, int64_t top_k, uint64_t seed);
 
 // FLOPs and hit-expert NVFP4 bytes of one case for the given ids.
 void count_work(const BenchCase& c, const std::vector<int32_t>& ids, double* flops, double* weight_bytes);

@@ -1,0 +1,250 @@
+// The CUDA runner of `nvfp4moe bench`. Per case: random packed weights made
+// on the device (several copies when the tensor is small next to L2), a few
+// routings and activation sets, each op captured in a CUDA graph; the median
+// of graph replays timed with device events, rotating through the copies so
+// that no replay finds its weights in L2. Ceilings (cuBLAS BF16 GEMM, read
+// stream) and a cuBLAS BF16 grouped-GEMM peer are measured in the same run.
+#include "bench.hpp"
+
+#if defined(NVFP4MOE_WITH_CUDA)
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <memory>
+
+#include "cuda/bench_support.hpp"
+#include "nvfp4moe/cuda.hpp"
+
+namespace nvfp4moe::bench {
+namespace {
+
+namespace nc = nvfp4moe::cuda;
+namespace bs = nvfp4moe::cuda::bench_support;
+
+constexpr int kRotations = 4;  // routings / activation sets / graphs per case
+
+#define TRY_CUDA(call)                                                                                        \
+  do {                                                                                                        \
+    const cudaError_t e_ = (call);                                                                            \
+    if (e_ != cudaSuccess) return make_status(StatusCode::kDeviceError, #call ": ", cudaGetErrorString(e_)); \
+  } while (0)
+
+struct Env {
+  std::unique_ptr<nc::Context> ctx;
+  cudaStream_t stream = nullptr;
+  double peak_tflops = 0, read_gbps = 0;
+  int64_t l2_bytes = 0;
+  // Weights per (preset, op, copy).
+  std::map<std::string, std::vector<nc::DeviceExpertWeights>> weights;
+  std::map<std::string, std::vector<nc::DeviceMoeLayer>> layers;
+  std::map<std::string, std::unique_ptr<bs::CublasGroupedPeer>> peers;
+};
+
+Status get_env(Env** out) {
+  static std::unique_ptr<Env> env;
+  if (!env) {
+    auto e = std::make_unique<Env>();
+    NVFP4MOE_RETURN_IF_ERROR(nc::Context::create(0, &e->ctx));
+    TRY_CUDA(cudaStreamCreateWithFlags(&e->stream, cudaStreamNonBlocking));
+    nc::DeviceInfo info;
+    NVFP4MOE_RETURN_IF_ERROR(nc::device_info(0, &info));
+    e->l2_bytes = info.l2_bytes;
+    std::fprintf(stderr, "bench: measuring ceilings on %s ...\n", info.name.c_str());
+    NVFP4MOE_RETURN_IF_ERROR(bs::measure_bf16_gemm(8192, 10, e->stream, &e->peak_tflops));
+    NVFP4MOE_RETURN_IF_ERROR(bs::measure_read_bandwidth(size_t(4) << 30, 10, e->stream, &e->read_gbps));
+    std::fprintf(stderr, "bench: BF16 GEMM 8192^3 %.0f TFLOP/s, read stream %.0f GB/s\n", e->peak_tflops,
+                 e->read_gbps);
+    env = std::move(e);
+  }
+  *out = env.get();
+  return ok_status();
+}
+
+// Enough copies that the rotation spans 3x the L2.
+int copies_for(int64_t bytes, int64_t l2) {
+  return int(std::clamp<int64_t>((3 * l2 + bytes - 1) / std::max<int64_t>(bytes, 1), 1, kRotations));
+}
+
+Status weights_for(Env& env, const Preset& p, Op op, std::vector<nc::DeviceExpertWeights>** out) {
+  const std::string key = p.name + "." + op_name(op);
+  auto it = env.weights.find(key);
+  if (it == env.weights.end()) {
+    int64_t rows, cols;
+    op_shape(p, op, &rows, &cols);
+    const int64_t bytes = p.num_experts * rows * (cols / 2 + cols / 16);
+    std::vector<nc::DeviceExpertWeights> copies(size_t(copies_for(bytes, env.l2_bytes)));
+    for (size_t i = 0; i < copies.size(); ++i)
+      NVFP4MOE_RETURN_IF_ERROR(bs::random_device_weights(p.num_experts, rows, cols, 1000 + i, &copies[i]));
+    it = env.weights.emplace(key, std::move(copies)).first;
+  }
+  *out = &it->second;
+  return ok_status();
+}
+
+Status layers_for(Env& env, const Preset& p, std::vector<nc::DeviceMoeLayer>** out) {
+  auto it = env.layers.find(p.name);
+  if (it == env.layers.end()) {
+    const int64_t bytes = p.num_experts * 3 * p.ffn * (p.hidden / 2 + p.hidden / 16);
+    std::vector<nc::DeviceMoeLayer> copies(size_t(copies_for(bytes, env.l2_bytes)));
+    for (size_t i = 0; i < copies.size(); ++i) {
+      nc::DeviceMoeLayer& L = copies[i];
+      NVFP4MOE_RETURN_IF_ERROR(bs::random_device_weights(p.num_experts, 2 * p.ffn, p.hidden, 2000 + i, &L.gate_up));
+      L.gate_up.gate_up_interleaved = true;
+      NVFP4MOE_RETURN_IF_ERROR(bs::random_device_weights(p.num_experts, p.hidden, p.ffn, 3000 + i, &L.down));
+      L.hidden = p.hidden;
+      L.ffn = p.ffn;
+      L.num_experts = p.num_experts;
+    }
+    it = env.layers.emplace(p.name, std::move(copies)).first;
+  }
+  *out = &it->second;
+  return ok_status();
+}
+
+template <typename T>
+Status upload_vec(const std::vector<T>& v, nc::DeviceBuffer* out) {
+  NVFP4MOE_RETURN_IF_ERROR(nc::DeviceBuffer::allocate(std::max<size_t>(v.size(), 1) * sizeof(T), out));
+  if (!v.empty()) TRY_CUDA(cudaMemcpy(out->get(), v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice));
+  return ok_status();
+}
+
+struct Graphs {
+  std::vector<cudaGraphExec_t> exec;
+  ~Graphs() {
+    for (auto g : exec) cudaGraphExecDestroy(g);
+  }
+};
+
+// Captures enqueue(r) for each rotation r, then times replays (r = i % n).
+Status time_graphs(Env& env, int reps, const std::function<Status(int)>& enqueue, double* us) {
+  Graphs graphs;
+  for (int r = 0; r < kRotations; ++r) {
+    cudaGraph_t g;
+    TRY_CUDA(cudaStreamBeginCapture(env.stream, cudaStreamCaptureModeGlobal));
+    const Status st = enqueue(r);
+    const cudaError_t end = cudaStreamEndCapture(env.stream, &g);
+    NVFP4MOE_RETURN_IF_ERROR(st);
+    TRY_CUDA(end);
+    cudaGraphExec_t exec;
+    TRY_CUDA(cudaGraphInstantiate(&exec, g, 0));
+    cudaGraphDestroy(g);
+    graphs.exec.push_back(exec);
+  }
+  return bs::median_us(env.stream, 3, reps, [&](int i) {
+    const cudaError_t e = cudaGraphLaunch(graphs.exec[size_t(i) % graphs.exec.size()], env.stream);
+    return e == cudaSuccess ? ok_status() : make_status(StatusCode::kDeviceError, "cudaGraphLaunch: ", cudaGetErrorString(e));
+  }, us);
+}
+
+}  // namespace
+
+Status run_case_cuda(const BenchCase& c, BenchResult* out) {
+  if (nc::device_count() == 0) return make_status(StatusCode::kNoDevice, "no CUDA device found");
+  Env* env = nullptr;
+  NVFP4MOE_RETURN_IF_ERROR(get_env(&env));
+  const Preset& p = c.preset;
+  const int64_t T = c.tokens, k = p.top_k, E = p.num_experts, pairs = T * k;
+  const int reps = c.reps > 0 ? c.reps : (T >= 4096 ? 10 : 30);
+
+  std::vector<std::vector<int32_t>> ids(kRotations);
+  std::vector<nc::DeviceBuffer> dids(kRotations), dx(kRotations);
+  for (int r = 0; r < kRotations; ++r) {
+    ids[r] = make_routing(c.routing, T, k, E, c.seed + uint64_t(r));
+    NVFP4MOE_RETURN_IF_ERROR(upload_vec(ids[r], &dids[r]));
+  }
+  int64_t rows = 0, cols = 0;
+  if (c.op != Op::kLayer) op_shape(p, c.op, &rows, &cols);
+  const bool per_slot = c.op == Op::kDown;
+  const int64_t x_elems = c.op == Op::kLayer ? T * p.hidden : (per_slot ? pairs : T) * cols;
+  for (int r = 0; r < kRotations; ++r) {
+    NVFP4MOE_RETURN_IF_ERROR(nc::DeviceBuffer::allocate(size_t(std::max<int64_t>(x_elems, 1)) * 2, &dx[r]));
+    NVFP4MOE_RETURN_IF_ERROR(bs::fill_random_bf16(dx[r].as<uint16_t>(), x_elems, 50 + r, env->stream));
+  }
+  NVFP4MOE_RETURN_IF_ERROR(env->ctx->reserve(T, k, E, std::max(p.hidden, 2 * p.ffn)));
+  count_work(c, ids[0], &out->flops, &out->weight_bytes);
+
+  double us = 0;
+  if (c.op == Op::kLayer) {
+    std::vector<nc::DeviceMoeLayer>* layers = nullptr;
+    NVFP4MOE_RETURN_IF_ERROR(layers_for(*env, p, &layers));
+    nc::DeviceBuffer dw, dout;
+    NVFP4MOE_RETURN_IF_ERROR(upload_vec(random_route_weights(T, k, c.seed), &dw));
+    NVFP4MOE_RETURN_IF_ERROR(nc::DeviceBuffer::allocate(size_t(std::max<int64_t>(T * p.hidden, 1)) * 4, &dout));
+    NVFP4MOE_RETURN_IF_ERROR(time_graphs(*env, reps, [&](int r) {
+      nc::CudaMoeLayerArgs a;
+      a.layer = &(*layers)[size_t(r) % layers->size()];
+      a.x = dx[r].get();
+      a.x_dtype = DType::kBF16;
+      a.ids = dids[r].as<int32_t>();
+      a.route_weights = dw.as<float>();
+      a.num_tokens = T;
+      a.top_k = k;
+      a.out = dout.as<float>();
+      a.schedule = c.schedule;
+      a.unfused = c.unfused;
+      return nc::moe_layer(*env->ctx, a, env->stream);
+    }, &us));
+  } else {
+    std::vector<nc::DeviceExpertWeights>* weights = nullptr;
+    NVFP4MOE_RETURN_IF_ERROR(weights_for(*env, p, c.op, &weights));
+    nc::DeviceBuffer dy;
+    NVFP4MOE_RETURN_IF_ERROR(nc::DeviceBuffer::allocate(size_t(std::max<int64_t>(pairs * rows, 1)) * 2, &dy));
+    NVFP4MOE_RETURN_IF_ERROR(time_graphs(*env, reps, [&](int r) {
+      nc::CudaMulMatIdArgs a;
+      a.weights = &(*weights)[size_t(r) % weights->size()];
+      a.x = dx[r].get();
+      a.x_dtype = DType::kBF16;
+      a.x_per_slot = per_slot;
+      a.ids = dids[r].as<int32_t>();
+      a.num_tokens = T;
+      a.top_k = k;
+      a.y = dy.get();
+      a.y_dtype = DType::kBF16;
+      a.schedule = c.schedule;
+      return nc::mul_mat_id(*env->ctx, a, env->stream);
+    }, &us));
+
+    // Peer: cuBLAS BF16 grouped GEMM on the same routing, rows pre-sorted.
+    const std::string key = p.name + "." + op_name(c.op);
+    if (!env->peers.count(key)) {
+      std::unique_ptr<bs::CublasGroupedPeer> peer;
+      NVFP4MOE_RETURN_IF_ERROR(bs::CublasGroupedPeer::create(E, rows, cols, 77, &peer));
+      env->peers[key] = std::move(peer);
+    }
+    std::vector<int32_t> counts(size_t(E), 0);
+    for (int32_t e : ids[0]) ++counts[size_t(e)];
+    double peer_us = 0;
+    NVFP4MOE_RETURN_IF_ERROR(env->peers[key]->time_us(counts, reps, env->stream, &peer_us));
+    out->extra.push_back({"cublas_bf16_us", peer_us});
+    out->extra.push_back({"x_vs_cublas", peer_us / us});
+  }
+  // The routing plan alone, for the plan-overhead target.
+  double plan_us = 0;
+  const int32_t block = nc::choose_block_rows(T, k, E);
+  NVFP4MOE_RETURN_IF_ERROR(time_graphs(*env, reps, [&](int r) {
+    return nc::build_plan(*env->ctx, dids[r].as<int32_t>(), T, k, E, block, env->stream);
+  }, &plan_us));
+
+  out->us_median = us;
+  const double roofline_us =
+      std::max(out->flops / (env->peak_tflops * 1e12), out->weight_bytes / (env->read_gbps * 1e9)) * 1e6;
+  out->extra.push_back({"roofline", roofline_us / us});
+  out->extra.push_back({"plan_us", plan_us});
+  out->extra.push_back({"peak_tflops", env->peak_tflops});
+  out->extra.push_back({"read_gbps", env->read_gbps});
+  return ok_status();
+}
+
+}  // namespace nvfp4moe::bench
+
+#else
+
+namespace nvfp4moe::bench {
+Status run_case_cuda(const BenchCase&, BenchResult*) {
+  return make_status(StatusCode::kUnsupported, "this build has no CUDA backend (configure with nvcc present)");
+}
+}  // namespace nvfp4moe::bench
+
+#endif
