@@ -1,6 +1,9 @@
 // Host packer for the sm90 weight layout (layout.hpp (c), sm90_fragment.hpp).
+#include <algorithm>
 #include <cstring>
 #include <limits>
+#include <thread>
+#include <vector>
 
 #include "format/sm90_fragment.hpp"
 #include "nvfp4moe/layout.hpp"
@@ -21,13 +24,25 @@ Status check_sm90_shape(int64_t num_experts, int64_t rows, int64_t cols) {
   return ok_status();
 }
 
-// Calls f(chunk_base_byte_offset, expert, row0, k0) for every chunk in order.
+// Calls f(chunk_base_byte_offset, expert, row0, k0) for every chunk; row
+// blocks are spread over threads (chunks are independent, so the bytes
+// written do not depend on the thread count).
 template <typename F>
 void for_each_chunk(int64_t num_experts, int64_t rows, int64_t cols, F&& f) {
-  int64_t offset = 0;
-  for (int64_t e = 0; e < num_experts; ++e)
-    for (int64_t r0 = 0; r0 < rows; r0 += kSm90ChunkRows)
-      for (int64_t k0 = 0; k0 < cols; k0 += kSm90ChunkK, offset += kSm90ChunkBytes) f(offset, e, r0, k0);
+  const int64_t row_blocks = num_experts * (rows / kSm90ChunkRows);
+  const int64_t k_blocks = cols / kSm90ChunkK;
+  auto run = [&](int64_t first, int64_t step) {
+    for (int64_t rb = first; rb < row_blocks; rb += step) {
+      const int64_t e = rb / (rows / kSm90ChunkRows), r0 = (rb % (rows / kSm90ChunkRows)) * kSm90ChunkRows;
+      for (int64_t kb = 0; kb < k_blocks; ++kb) f((rb * k_blocks + kb) * kSm90ChunkBytes, e, r0, kb * kSm90ChunkK);
+    }
+  };
+  const int64_t work = row_blocks * k_blocks;
+  const int64_t threads = std::min<int64_t>(std::max(1u, std::thread::hardware_concurrency()), work / 256 + 1);
+  std::vector<std::thread> pool;
+  for (int64_t t = 1; t < threads; ++t) pool.emplace_back(run, t, threads);
+  run(0, threads);
+  for (auto& t : pool) t.join();
 }
 
 }  // namespace
@@ -71,7 +86,6 @@ Status unpack_sm90(const uint8_t* packed, int64_t num_experts, int64_t rows, int
   NVFP4MOE_RETURN_IF_ERROR(check_sm90_shape(num_experts, rows, cols));
   if (!packed || !codes_out || !scales_out) return invalid_argument("unpack_sm90: null pointer");
   const int64_t K = cols;
-  std::memset(codes_out, 0, static_cast<size_t>(num_experts * rows * K / 2));
   for_each_chunk(num_experts, rows, K, [&](int64_t base, int64_t e, int64_t r0, int64_t k0) {
     uint32_t codes[sm90::kChunkCodeWords];
     uint32_t scales[sm90::kChunkScaleWords];
@@ -81,6 +95,7 @@ Status unpack_sm90(const uint8_t* packed, int64_t num_experts, int64_t rows, int
       const int64_t row = e * rows + r0 + r;
       uint8_t* crow = codes_out + row * (K / 2);
       uint8_t* srow = scales_out + row * (K / kScaleBlock);
+      std::memset(crow + k0 / 2, 0, kSm90ChunkK / 2);
       for (int k = 0; k < kSm90ChunkK; ++k) {
         const int64_t kg = k0 + k;
         const sm90::FragmentSlot s = sm90::fragment_slot(r, k);

@@ -1,0 +1,45 @@
+// Device-side pieces of `nvfp4moe bench --device cuda` that need CUDA
+// kernels or cuBLAS: the two ceilings, random device inputs, and the cuBLAS
+// BF16 grouped-GEMM peer. Not part of the public API.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "nvfp4moe/cuda.hpp"
+#include "nvfp4moe/status.hpp"
+
+namespace nvfp4moe::cuda::bench_support {
+
+// Times fn(i) with device events around each call: warm-up calls, then the
+// median of reps. fn enqueues on `stream`.
+Status median_us(Stream stream, int warmup, int reps, const std::function<Status(int)>& fn, double* us);
+
+// Read stream over `bytes` of device memory, GB/s (median of reps).
+Status measure_read_bandwidth(size_t bytes, int reps, Stream stream, double* gbps);
+// cuBLAS BF16 GEMM n x n x n on random data (BF16 out, FP32 accumulate), TFLOP/s.
+Status measure_bf16_gemm(int n, int reps, Stream stream, double* tflops);
+
+// Random packed NVFP4 weights straight on the device: code bytes uniform,
+// scale bytes in [0x28, 0x48], alpha = 1/64. `copies` independent copies.
+Status random_device_weights(int64_t num_experts, int64_t rows, int64_t cols, uint64_t seed,
+                             DeviceExpertWeights* out);
+Status fill_random_bf16(uint16_t* p, int64_t n, uint64_t seed, Stream stream);
+
+// Times torch._grouped_mm's equivalent with cuBLAS: BF16 weights [E][N][K],
+// rows already sorted by expert (GEMM only), per-expert row counts.
+class CublasGroupedPeer {
+ public:
+  static Status create(int64_t num_experts, int64_t rows, int64_t cols, uint64_t seed,
+                       std::unique_ptr<CublasGroupedPeer>* out);
+  ~CublasGroupedPeer();
+  Status time_us(const std::vector<int32_t>& counts, int reps, Stream stream, double* us);
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace nvfp4moe::cuda::bench_support
