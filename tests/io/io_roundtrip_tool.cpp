@@ -299,7 +299,8 @@ int cmd_write_safetensors(const std::vector<std::string>& a) {
   if (a.size() != 2) check(usage_error("write-safetensors OUT MANIFEST.json"));
   const json m = read_manifest(a[1]);
   SafetensorsWriter w;
-  for (const auto& [k, v] : m.value("metadata", json::object()).items()) w.set_metadata(k, v.get<std::string>());
+  const json metadata = m.value("metadata", json::object());
+  for (const auto& [k, v] : metadata.items()) w.set_metadata(k, v.get<std::string>());
   for (const json& t : m.value("tensors", json::array())) {
     const std::string name = t.at("name").get<std::string>();
     StDType dt;
