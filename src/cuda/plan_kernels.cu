@@ -10,14 +10,9 @@
 #include "cuda/check.hpp"
 #include "cuda/launch.hpp"
 #include "cuda/plan_kernels.cuh"
+#include "cuda/scheduler.cuh"
 
 namespace nvfp4moe::cuda {
-
-__device__ __forceinline__ int32_t tile_rows_for(int32_t num_rows, int32_t block_rows) {
-  int32_t t = 16;
-  while (t < num_rows && t < block_rows) t *= 2;
-  return min(t, block_rows);
-}
 
 __global__ void __launch_bounds__(kPlanThreads) build_plan_kernel(const int32_t* ids, int32_t num_tokens,
                                                                    int32_t top_k, int32_t num_experts,

@@ -7,8 +7,9 @@
 // rect:    the grid is every expert x ceil(T / block_t) row tiles x n_tiles;
 //          a CTA whose tile is empty exits at once. This is the baseline the
 //          compact schedule replaces.
-// Both cut an expert's rows into the same block_t-row tiles, so a tile's
-// arithmetic, and hence every output bit, is the same under either.
+// Both cut an expert's rows into the same block_t-row tiles of the same
+// width, so a tile's arithmetic, and hence every output bit, is the same
+// under either.
 #pragma once
 
 #include <cstdint>
@@ -18,8 +19,17 @@
 namespace nvfp4moe::cuda {
 
 struct WorkTile {
-  int32_t expert, row_begin, num_rows, n_tile;
+  int32_t expert, row_begin, num_rows, tile_rows, n_tile;
 };
+
+// job_tile_rows() of plan.hpp, on the device: the wgmma width of a tile is
+// the smallest power of two >= its rows (at least 16), so a 20-row job pays
+// for 32 columns, not for the widest tile. [TAG_WORKLIST_FORMAT]
+__host__ __device__ __forceinline__ int32_t tile_rows_for(int32_t num_rows, int32_t block_rows) {
+  int32_t t = kMinTileRows;
+  while (t < num_rows && t < block_rows) t *= 2;
+  return t < block_rows ? t : block_rows;
+}
 
 template <int kBlockT>
 struct TileScheduler {
@@ -40,7 +50,7 @@ struct TileScheduler {
       next += gridDim.x;
       if (p.schedule == Schedule::kCompact) {
         const ExpertJob job = p.jobs[item / n_tiles];
-        w = {job.expert, job.row_begin, job.num_rows, item % n_tiles};
+        w = {job.expert, job.row_begin, job.num_rows, job.tile_rows, item % n_tiles};
         return true;
       }
       const int32_t per_expert = p.rect_tiles_per_expert * n_tiles;
@@ -48,7 +58,7 @@ struct TileScheduler {
       const int32_t tile = (item % per_expert) / n_tiles;
       const int32_t rows = min(kBlockT, p.counts[e] - tile * kBlockT);
       if (rows <= 0) continue;
-      w = {e, p.offsets[e] + tile * kBlockT, rows, item % n_tiles};
+      w = {e, p.offsets[e] + tile * kBlockT, rows, tile_rows_for(rows, kBlockT), item % n_tiles};
       return true;
     }
     return false;

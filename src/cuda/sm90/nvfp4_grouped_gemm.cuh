@@ -1,11 +1,11 @@
 // sm90 grouped GEMM: NVFP4 weights x BF16 activations on wgmma.
 //
-// Roles (one CTA = 3 warpgroups, 384 threads):
-//   producer  (WG 0): per 64-wide K step, one thread bulk-copies the two
-//             2304-byte weight chunks of the tile; all 128 threads gather the
+// Roles (one CTA = 2 consumer warpgroups + 1 producer warp, 288 threads):
+//   producer  (warp 8): per 64-wide K step, one lane bulk-copies the two
+//             2304-byte weight chunks of the tile; all 32 lanes gather the
 //             activation rows of the tile with cp.async through the
 //             permutation (no permuted copy of X exists), 128-byte swizzled.
-//   consumers (WG 1, 2): each owns one 64-row weight chunk. It loads its A
+//   consumers (warps 0-3, 4-7): each warpgroup owns one 64-row weight chunk. It loads its A
 //             fragment (16 B codes + 8 B scales), dequantizes it in registers
 //             (dequant.cuh) and issues wgmma m64 x kBlockT x k16 with the
 //             activation tile as B. A is double-buffered in registers so the
@@ -30,10 +30,14 @@
 
 namespace nvfp4moe::cuda::sm90 {
 
-inline constexpr int kThreads = 384;
-inline constexpr int kProducerRegs = 40;
-inline constexpr int kConsumerRegs = 232;
+// NOTES: 288 threads leave ptxas 224 registers per thread under
+// __launch_bounds__(288, 1); with a whole producer warpgroup (384) the cap
+// is 168 and the widest tile spills, since ptxas allocates for the kernel's
+// entry cap whatever setmaxnreg does at run time.
+inline constexpr int kConsumerThreads = 256;
+inline constexpr int kThreads = kConsumerThreads + 32;
 inline constexpr int kKStep = 64;  // K per pipeline stage = one chunk
+inline constexpr int kMinMmaWidth = 32;
 
 template <int kBlockT, int kStages>
 struct SharedStorage {
@@ -74,7 +78,7 @@ struct PipelineState {
 
 template <int kBlockT, int kStages>
 __device__ void producer(const GemmParams& p, SharedStorage<kBlockT, kStages>& s, int t) {
-  constexpr int kRowsPerThread = kBlockT / 16;  // 8 threads per 128-byte row, 128 threads
+  constexpr int kRowsPerThread = kBlockT / 4;  // 8 lanes per 128-byte row, 32 lanes
   const int chunk = t % 8;
   const int k_blocks = p.k / kKStep;
   const int n_blocks = p.n / kSm90ChunkRows;
@@ -83,15 +87,13 @@ __device__ void producer(const GemmParams& p, SharedStorage<kBlockT, kStages>& s
   WorkTile w;
   while (sched.next_tile(w)) {
     const uint16_t* src[kRowsPerThread];
-    uint32_t src_bytes[kRowsPerThread];
 #pragma unroll
     for (int i = 0; i < kRowsPerThread; ++i) {
-      const int row = t / 8 + 16 * i;
-      const bool valid = row < w.num_rows;
-      const int64_t xr = valid ? map_row(p.x_map, p.sorted_src, p.top_k, w.row_begin + row) : 0;
+      const int row = t / 8 + 4 * i;
+      const int64_t xr = row < w.num_rows ? map_row(p.x_map, p.sorted_src, p.top_k, w.row_begin + row) : 0;
       src[i] = p.x + xr * p.x_stride + chunk * 8;
-      src_bytes[i] = valid ? 16u : 0u;
     }
+    const int width = max(w.tile_rows, kMinMmaWidth);
     const int nb0 = 2 * w.n_tile;
     const bool second = nb0 + 1 < n_blocks;
     const uint8_t* w0 = p.w_packed + (int64_t(w.expert) * n_blocks + nb0) * k_blocks * kSm90ChunkBytes;
@@ -107,9 +109,11 @@ __device__ void producer(const GemmParams& p, SharedStorage<kBlockT, kStages>& s
       }
 #pragma unroll
       for (int i = 0; i < kRowsPerThread; ++i) {
-        const int row = t / 8 + 16 * i;
+        const int row = t / 8 + 4 * i;
+        // Rows past the tile's wgmma width are never read; rows past its
+        // count but inside the width are zero-filled.
         char* dst = reinterpret_cast<char*>(st.x) + row * 128 + ((chunk ^ (row & 7)) << 4);
-        ptx::cp_async_16(dst, src[i] + kb * kKStep, src_bytes[i]);
+        if (row < width) ptx::cp_async_16(dst, src[i] + kb * kKStep, row < w.num_rows ? 16u : 0u);
       }
       ptx::cp_async_mbarrier_arrive_noinc(&s.full[ps.stage]);
       ps.advance<kStages>();
@@ -134,48 +138,49 @@ __device__ __forceinline__ void dequant_fragment(const uint4& codes, const uint2
   }
 }
 
-template <int kBlockT, int kStages>
-__device__ void consumer(const GemmParams& p, SharedStorage<kBlockT, kStages>& s, int wg, int t) {
-  using Mma = ptx::WgmmaBf16RS<kBlockT>;
+// The K loop of one tile at wgmma width kN (<= kBlockT), then alpha and the
+// transposed store of the accumulators into s.tile.
+template <int kN, int kBlockT, int kStages>
+__device__ __forceinline__ void mma_tile(const GemmParams& p, SharedStorage<kBlockT, kStages>& s, const WorkTile& w,
+                                         int wg, int t, bool active, PipelineState& ps) {
+  using Mma = ptx::WgmmaBf16RS<kN>;
   constexpr int kAcc = Mma::kAccumulators;
   const int k_blocks = p.k / kKStep;
-  const int n_blocks = p.n / kSm90ChunkRows;
   const int warp = t / 32, lane = t % 32, g = lane / 4, q = lane % 4;
-  TileScheduler<kBlockT> sched(p);
-  PipelineState ps;
-  WorkTile w;
-  while (sched.next_tile(w)) {
-    const bool active = 2 * w.n_tile + wg < n_blocks;
-    float acc[kAcc];
+  float acc[kAcc];
 #pragma unroll
-    for (int i = 0; i < kAcc; ++i) acc[i] = 0.0f;
-    uint32_t a[2][4][4];
-    int prev_stage = -1;
+  for (int i = 0; i < kAcc; ++i) acc[i] = 0.0f;
+  int prev_stage = -1;
+  auto release_previous = [&]() {
+    if (prev_stage >= 0 && lane == 0) ptx::mbarrier_arrive(&s.empty[prev_stage]);
+    prev_stage = ps.stage;
+    ps.advance<kStages>();
+  };
 
-    // One K step into register buffer `buf`; releases the previous stage once
-    // its wgmma group has retired.
+  if (active) {
+    // NOTES: the loop has no data-dependent branch around its wgmmas, so
+    // ptxas can prove every accumulator read is behind a wait and keeps
+    // the wgmma pipeline unserialized.
+    uint32_t a[2][4][4];
+    // One K step into register buffer abuf; the wait retires the previous
+    // step's group, whose stage is then released.
     auto k_step = [&](int kb, uint32_t(&abuf)[4][4]) {
       auto& st = s.stages[ps.stage];
       ptx::mbarrier_wait_parity(&s.full[ps.stage], ps.phase);
-      if (active) {
-        uint4 codes;
-        uint2 scales;
-        load_fragment<kBlockT>(st.w[wg], t, codes, scales);
-        dequant_fragment(codes, scales, abuf);
-        const uint64_t desc = ptx::smem_desc_kmajor_sw128(st.x);
-        ptx::wgmma_fence();
+      uint4 codes;
+      uint2 scales;
+      load_fragment<kBlockT>(st.w[wg], t, codes, scales);
+      dequant_fragment(codes, scales, abuf);
+      const uint64_t desc = ptx::smem_desc_kmajor_sw128(st.x);
+      ptx::wgmma_fence();
 #pragma unroll
-        for (int step = 0; step < 4; ++step) {
-          // k16 step: +32 bytes along the swizzled row, i.e. +2 in desc units.
-          Mma::mma(acc, abuf[step], desc + 2 * step, kb > 0 || step > 0);
-        }
-        ptx::wgmma_commit_group();
-        ptx::wgmma_wait_group<1>();
-        ptx::wgmma_fence_operands(acc);
+      for (int step = 0; step < 4; ++step) {
+        // k16 step: +32 bytes along the swizzled row, i.e. +2 in desc units.
+        Mma::mma(acc, abuf[step], desc + 2 * step, kb > 0 || step > 0);
       }
-      if (prev_stage >= 0 && lane == 0) ptx::mbarrier_arrive(&s.empty[prev_stage]);
-      prev_stage = ps.stage;
-      ps.advance<kStages>();
+      ptx::wgmma_commit_group();
+      ptx::wgmma_wait_group<1>();
+      release_previous();
     };
     int kb = 0;
     for (; kb + 1 < k_blocks; kb += 2) {
@@ -183,54 +188,77 @@ __device__ void consumer(const GemmParams& p, SharedStorage<kBlockT, kStages>& s
       k_step(kb + 1, a[1]);
     }
     if (kb < k_blocks) k_step(kb, a[0]);
-    if (active) {
-      ptx::wgmma_wait_group<0>();
-      ptx::wgmma_fence_operands(acc);
+    ptx::wgmma_wait_group<0>();
+    ptx::wgmma_fence_operands(acc);
+  } else {
+    // This warpgroup's chunk is past N (N % 128 == 64): keep the pipeline
+    // bookkeeping in step with the producer and the other warpgroup.
+    for (int kb = 0; kb < k_blocks; ++kb) {
+      ptx::mbarrier_wait_parity(&s.full[ps.stage], ps.phase);
+      release_previous();
     }
-    if (lane == 0) ptx::mbarrier_arrive(&s.empty[prev_stage]);
+  }
+  if (lane == 0) ptx::mbarrier_arrive(&s.empty[prev_stage]);
 
-    // Epilogue: alpha, then transpose into shared memory.
-    constexpr int kStride = SharedStorage<kBlockT, kStages>::kTileStride;
-    ptx::named_barrier_sync(1, 256);  // the previous tile's stores have read s.tile
-    if (active) {
-      const float* alpha = (p.epilogue == EpilogueKind::kSwiGLU && wg == 1) ? p.alpha_up : p.alpha;
-      const float scale = (alpha ? alpha[w.expert] : 1.0f) * kWeightDownscale;
-      const int row = wg * 64 + warp * 16 + g;
+  constexpr int kStride = SharedStorage<kBlockT, kStages>::kTileStride;
+  ptx::named_barrier_sync(1, 256);  // the previous tile's stores have read s.tile
+  if (active) {
+    const float* alpha = (p.epilogue == EpilogueKind::kSwiGLU && wg == 1) ? p.alpha_up : p.alpha;
+    const float scale = (alpha ? alpha[w.expert] : 1.0f) * kWeightDownscale;
+    const int row = wg * 64 + warp * 16 + g;
 #pragma unroll
-      for (int i = 0; i < kAcc / 4; ++i) {
-        const int col = 8 * i + 2 * q;
-        s.tile[col * kStride + row] = acc[4 * i + 0] * scale;
-        s.tile[(col + 1) * kStride + row] = acc[4 * i + 1] * scale;
-        s.tile[col * kStride + row + 8] = acc[4 * i + 2] * scale;
-        s.tile[(col + 1) * kStride + row + 8] = acc[4 * i + 3] * scale;
-      }
+    for (int i = 0; i < kAcc / 4; ++i) {
+      const int col = 8 * i + 2 * q;
+      s.tile[col * kStride + row] = acc[4 * i + 0] * scale;
+      s.tile[(col + 1) * kStride + row] = acc[4 * i + 1] * scale;
+      s.tile[col * kStride + row + 8] = acc[4 * i + 2] * scale;
+      s.tile[(col + 1) * kStride + row + 8] = acc[4 * i + 3] * scale;
+    }
+  }
+}
+
+template <int kBlockT, int kStages>
+__device__ void consumer(const GemmParams& p, SharedStorage<kBlockT, kStages>& s, int wg, int t) {
+  const int n_blocks = p.n / kSm90ChunkRows;
+  TileScheduler<kBlockT> sched(p);
+  PipelineState ps;
+  WorkTile w;
+  while (sched.next_tile(w)) {
+    const bool active = 2 * w.n_tile + wg < n_blocks;
+    // One branch per wgmma width: the tile pays only for the columns its
+    // rows need (tile_rows_for), and the choice is the same under both
+    // schedules, so outputs stay bit-identical. NOTES: the narrowest is 32;
+    // adding a 16-wide path to the 128 kernel makes ptxas serialize its
+    // wgmmas for lack of registers (C7512).
+    if (w.tile_rows <= kMinMmaWidth) {
+      mma_tile<32>(p, s, w, wg, t, active, ps);
+    } else if constexpr (kBlockT >= 128) {
+      if (w.tile_rows <= 64) mma_tile<64>(p, s, w, wg, t, active, ps);
+      else mma_tile<128>(p, s, w, wg, t, active, ps);
     }
     ptx::named_barrier_sync(1, 256);
-    epilogue_store<kBlockT>(p, w, s.tile, kStride, wg * 128 + t, 256);
+    epilogue_store<kBlockT>(p, w, s.tile, SharedStorage<kBlockT, kStages>::kTileStride, wg * 128 + t, 256);
   }
 }
 
 template <int kBlockT>
-__global__ void __launch_bounds__(kThreads, 1) nvfp4_grouped_gemm_kernel(const __grid_constant__ GemmParams p) {
+__global__ void __maxnreg__(224) nvfp4_grouped_gemm_kernel(const __grid_constant__ GemmParams p) {
   constexpr int kStages = TileConfig<kBlockT>::kStages;
   extern __shared__ uint8_t smem_raw[];
   auto& s = *reinterpret_cast<SharedStorage<kBlockT, kStages>*>(
       (reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
-  const int wg = threadIdx.x / 128, t = threadIdx.x % 128;
   if (threadIdx.x == 0) {
     for (int i = 0; i < kStages; ++i) {
-      ptx::mbarrier_init(&s.full[i], 128 + 1);  // 128 cp.async arrivals + 1 expect_tx arrival
-      ptx::mbarrier_init(&s.empty[i], 8);       // lane 0 of each consumer warp
+      ptx::mbarrier_init(&s.full[i], 32 + 1);  // 32 cp.async arrivals + 1 expect_tx arrival
+      ptx::mbarrier_init(&s.empty[i], 8);      // lane 0 of each consumer warp
     }
     ptx::fence_mbarrier_init();
   }
   __syncthreads();
-  if (wg == 0) {
-    ptx::setmaxnreg_dec<kProducerRegs>();
-    producer<kBlockT, kStages>(p, s, t);
+  if (threadIdx.x >= kConsumerThreads) {
+    producer<kBlockT, kStages>(p, s, threadIdx.x - kConsumerThreads);
   } else {
-    ptx::setmaxnreg_inc<kConsumerRegs>();
-    consumer<kBlockT, kStages>(p, s, wg - 1, t);
+    consumer<kBlockT, kStages>(p, s, threadIdx.x / 128, threadIdx.x % 128);
   }
 }
 
