@@ -1,9 +1,10 @@
 // sm90 grouped GEMM: NVFP4 weights x BF16 activations on wgmma.
 //
-// Roles (one CTA = 2 consumer warpgroups + 1 producer warp, 288 threads):
-//   producer  (warp 8): per 64-wide K step, one lane bulk-copies the two
-//             2304-byte weight chunks of the tile; all 32 lanes gather the
-//             activation rows of the tile with cp.async through the
+// Roles (one CTA = 2 consumer warpgroups + 1 producer warpgroup, 384
+// threads; setmaxnreg moves registers from the producer to the consumers):
+//   producer  (warps 8-11): per 64-wide K step, one thread bulk-copies the
+//             two 2304-byte weight chunks of the tile; all 128 threads gather
+//             the activation rows of the tile with cp.async through the
 //             permutation (no permuted copy of X exists), 128-byte swizzled.
 //   consumers (warps 0-3, 4-7): each warpgroup owns one 64-row weight chunk. It loads its A
 //             fragment (16 B codes + 8 B scales), dequantizes it in registers
@@ -30,12 +31,14 @@
 
 namespace nvfp4moe::cuda::sm90 {
 
-// NOTES: 288 threads leave ptxas 224 registers per thread under
-// __launch_bounds__(288, 1); with a whole producer warpgroup (384) the cap
-// is 168 and the widest tile spills, since ptxas allocates for the kernel's
-// entry cap whatever setmaxnreg does at run time.
+// NOTES: each of the 4 SM sub-partitions has 16K registers, so 3 warps of
+// 224 registers (a 288-thread CTA) do not fit; setmaxnreg rebalances the
+// 384-thread CTA (producer 40, consumers 232) within the same budget.
 inline constexpr int kConsumerThreads = 256;
-inline constexpr int kThreads = kConsumerThreads + 32;
+inline constexpr int kProducerThreads = 128;
+inline constexpr int kThreads = kConsumerThreads + kProducerThreads;
+inline constexpr int kProducerRegs = 40;
+inline constexpr int kConsumerRegs = 232;
 inline constexpr int kKStep = 64;  // K per pipeline stage = one chunk
 inline constexpr int kMinMmaWidth = 32;
 
@@ -78,7 +81,7 @@ struct PipelineState {
 
 template <int kBlockT, int kStages>
 __device__ void producer(const GemmParams& p, SharedStorage<kBlockT, kStages>& s, int t) {
-  constexpr int kRowsPerThread = kBlockT / 4;  // 8 lanes per 128-byte row, 32 lanes
+  constexpr int kRowsPerThread = kBlockT * 8 / kProducerThreads;  // 8 threads per 128-byte row
   const int chunk = t % 8;
   const int k_blocks = p.k / kKStep;
   const int n_blocks = p.n / kSm90ChunkRows;
@@ -89,7 +92,7 @@ __device__ void producer(const GemmParams& p, SharedStorage<kBlockT, kStages>& s
     const uint16_t* src[kRowsPerThread];
 #pragma unroll
     for (int i = 0; i < kRowsPerThread; ++i) {
-      const int row = t / 8 + 4 * i;
+      const int row = t / 8 + (kProducerThreads / 8) * i;
       const int64_t xr = row < w.num_rows ? map_row(p.x_map, p.sorted_src, p.top_k, w.row_begin + row) : 0;
       src[i] = p.x + xr * p.x_stride + chunk * 8;
     }
@@ -109,7 +112,7 @@ __device__ void producer(const GemmParams& p, SharedStorage<kBlockT, kStages>& s
       }
 #pragma unroll
       for (int i = 0; i < kRowsPerThread; ++i) {
-        const int row = t / 8 + 4 * i;
+        const int row = t / 8 + (kProducerThreads / 8) * i;
         // Rows past the tile's wgmma width are never read; rows past its
         // count but inside the width are zero-filled.
         char* dst = reinterpret_cast<char*>(st.x) + row * 128 + ((chunk ^ (row & 7)) << 4);
@@ -242,22 +245,24 @@ __device__ void consumer(const GemmParams& p, SharedStorage<kBlockT, kStages>& s
 }
 
 template <int kBlockT>
-__global__ void __maxnreg__(224) nvfp4_grouped_gemm_kernel(const __grid_constant__ GemmParams p) {
+__global__ void __launch_bounds__(kThreads, 1) nvfp4_grouped_gemm_kernel(const __grid_constant__ GemmParams p) {
   constexpr int kStages = TileConfig<kBlockT>::kStages;
   extern __shared__ uint8_t smem_raw[];
   auto& s = *reinterpret_cast<SharedStorage<kBlockT, kStages>*>(
       (reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
   if (threadIdx.x == 0) {
     for (int i = 0; i < kStages; ++i) {
-      ptx::mbarrier_init(&s.full[i], 32 + 1);  // 32 cp.async arrivals + 1 expect_tx arrival
+      ptx::mbarrier_init(&s.full[i], kProducerThreads + 1);  // cp.async arrivals + 1 expect_tx arrival
       ptx::mbarrier_init(&s.empty[i], 8);      // lane 0 of each consumer warp
     }
     ptx::fence_mbarrier_init();
   }
   __syncthreads();
   if (threadIdx.x >= kConsumerThreads) {
+    ptx::setmaxnreg_dec<kProducerRegs>();
     producer<kBlockT, kStages>(p, s, threadIdx.x - kConsumerThreads);
   } else {
+    ptx::setmaxnreg_inc<kConsumerRegs>();
     consumer<kBlockT, kStages>(p, s, threadIdx.x / 128, threadIdx.x % 128);
   }
 }
