@@ -12,7 +12,9 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.set_version_flag("--version", "nvfp4moe " + cli::build_version() + " (" + cli::build_commit() + ")");
   const std::vector<cli::Command> commands = {
-      cli::add_info_command(app),
+      cli::add_info_command(app),      cli::add_bench_command(app),     cli::add_inspect_command(app),
+      cli::add_dequant_command(app),   cli::add_matmul_id_command(app), cli::add_run_command(app),
+      cli::add_quantize_command(app),
   };
   CLI11_PARSE(app, argc, argv);
   for (const cli::Command& c : commands)
