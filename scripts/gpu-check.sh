@@ -2,7 +2,7 @@
 # One call on the GPU machine: build with ninja, run the GPU and CPU tests,
 # compute-sanitizer on a conformance subset, and the CUDA benchmark.
 #   scripts/gpu-check.sh OUTDIR [bench args...]
-# Writes to OUTDIR: build.log, tests.log, sanitizer-*.log, bench.json,
+# Writes to OUTDIR: build.log, tests.log, sanitizer.log (+ summary), bench.json,
 # bench.md, results.json (commit, GPU, date, command, numbers, test summary).
 # Needs .deps/*.deb from scripts/fetch-gpu-deps.sh (carried with the call).
 set -uo pipefail
@@ -33,15 +33,18 @@ tail -n 5 "$out/build.log"
 if [ $build_rc -ne 0 ]; then grep -E "error" "$out/build.log" | head -n 30; exit 1; fi
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv > "$out/gpu.txt" 2>&1
 if command -v cuobjdump >/dev/null; then
-  cuobjdump -sass build-gpu/CMakeFiles/nvfp4moe.dir/src/cuda/sm90/nvfp4_grouped_gemm.cu.o > "$out/gemm.sass" 2>/dev/null
-  echo "HGMMA in grouped GEMM SASS: $(grep -c HGMMA "$out/gemm.sass")"
+  sass_hgmma=$(cuobjdump -sass build-gpu/CMakeFiles/nvfp4moe.dir/src/cuda/sm90/nvfp4_grouped_gemm.cu.o 2>/dev/null | grep -c HGMMA)
+  echo "HGMMA instructions in the grouped GEMM's SASS: $sass_hgmma" | tee -a "$out/build.log"
 fi
 
 step "tests"
-(cd build-gpu && ctest --output-on-failure -j 8 --timeout 600) > "$out/tests.log" 2>&1
-tests_rc=$?
-grep -E "tests passed|tests failed|Failed|\*\*\*" "$out/tests.log" | tail -n 15
-grep -h "\[ nmse" "$out/tests.log" | head -n 60 > "$out/nmse.txt" || true
+# CPU suites through CTest; the GPU suite directly, so its NMSE lines are kept.
+(cd build-gpu && ctest --output-on-failure -j 8 --timeout 600 -LE gpu) > "$out/tests.log" 2>&1
+cpu_rc=$?
+build-gpu/tests/nvfp4moe_gpu_tests >> "$out/tests.log" 2>&1
+gpu_rc=$?
+tests_rc=$(( cpu_rc != 0 || gpu_rc != 0 ))
+grep -E "tests passed|tests failed|\*\*\*Failed|^\[  (PASSED|FAILED)|tests ran" "$out/tests.log" | tail -n 15
 
 step "compute-sanitizer"
 san_rc=0
@@ -51,10 +54,12 @@ if [ "${NVFP4MOE_SKIP_SANITIZER:-0}" != 1 ] && command -v compute-sanitizer >/de
   for tool in memcheck racecheck initcheck; do
     filter=$subset
     [ $tool = racecheck ] && filter='GpuMulMatId.RaggedRouting:GpuMulMatId.DtypesAndSmallestShapes'
+    echo "==== $tool: $gt --gtest_filter=$filter" >> "$out/sanitizer.log"
     timeout 400 compute-sanitizer --tool $tool --error-exitcode 3 $gt --gtest_filter="$filter" \
-      > "$out/sanitizer-$tool.log" 2>&1
+      > /tmp/sanitizer-$tool.log 2>&1
     rc=$?
-    echo "$tool: rc=$rc $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/sanitizer-$tool.log" | tail -n 1)"
+    cat /tmp/sanitizer-$tool.log >> "$out/sanitizer.log"
+    echo "$tool: rc=$rc $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' /tmp/sanitizer-$tool.log | tail -n 1)" | tee -a "$out/sanitizer-summary.txt"
     [ $rc -ne 0 ] && san_rc=$rc
   done
 fi
@@ -75,6 +80,8 @@ out, commit, started, b, t, s, bn, args = sys.argv[1:9]
 gpu = open(os.path.join(out, "gpu.txt")).read().strip().splitlines()
 tests = open(os.path.join(out, "tests.log")).read()
 m = re.search(r"(\d+)% tests passed, (\d+) tests failed out of (\d+)", tests)
+g = re.search(r"\[==========\] (\d+) tests from .* ran", tests)
+gfail = re.search(r"\[  FAILED  \] (\d+) tests?, listed below", tests)
 bench = []
 bp = os.path.join(out, "bench.json")
 if os.path.exists(bp):
@@ -86,11 +93,14 @@ rec = {
     "commit": commit, "date": started, "gpu": gpu[1] if len(gpu) > 1 else gpu,
     "command": "scripts/gpu-check.sh OUT " + args,
     "build_rc": int(b), "tests_rc": int(t), "sanitizer_rc": int(s), "bench_rc": int(bn),
-    "tests": {"failed": int(m.group(2)), "total": int(m.group(3))} if m else None,
-    "nmse": open(os.path.join(out, "nmse.txt")).read().splitlines() if os.path.exists(os.path.join(out, "nmse.txt")) else [],
+    "cpu_tests": {"failed": int(m.group(2)), "total": int(m.group(3))} if m else None,
+    "gpu_tests": {"failed": int(gfail.group(1)) if gfail else 0, "total": int(g.group(1))} if g else None,
+    "sanitizer": open(os.path.join(out, "sanitizer-summary.txt")).read().splitlines()
+                 if os.path.exists(os.path.join(out, "sanitizer-summary.txt")) else [],
+    "nmse": [l.strip() for l in tests.splitlines() if l.startswith("[ nmse")],
     "bench": bench,
 }
 json.dump(rec, open(os.path.join(out, "results.json"), "w"), indent=1)
-print("results.json written:", rec["tests"], "sanitizer rc", s, "bench rc", bn)
+print("results.json written: cpu", rec["cpu_tests"], "gpu", rec["gpu_tests"], "sanitizer rc", s, "bench rc", bn)
 PY
 [ $tests_rc -eq 0 ] && [ $san_rc -eq 0 ] && [ $bench_rc -eq 0 ]
