@@ -746,9 +746,12 @@ Status GgufFile::read_f32(const GgufTensorInfo& t, std::vector<float>* out) cons
         detail::convert_to_f32(detail::FloatKind::kF64, data, static_cast<size_t>(n), out->data());
         return ok_status();
       case kGgmlNvfp4: {
-        const int64_t cols = t.ne.empty() ? 1 : t.ne[0];
-        const int64_t rows = cols == 0 ? 0 : n / cols;
         out->resize(static_cast<size_t>(n));
+        // An empty tensor may still declare a huge row length; the row
+        // buffers below are sized from it only when there is data behind it.
+        if (n == 0) return ok_status();
+        const int64_t cols = t.ne[0];
+        const int64_t rows = n / cols;
         std::vector<uint8_t> codes(static_cast<size_t>(cols / 2)), scales(static_cast<size_t>(cols / kScaleBlock));
         const auto* blocks = reinterpret_cast<const BlockNvfp4*>(data);
         const int64_t blocks_per_row = cols / kGgmlBlockValues;

@@ -97,6 +97,7 @@ uint16_t float_to_f16(float x) {
 }
 
 void convert_to_f32(FloatKind kind, const uint8_t* src, size_t count, float* dst) {
+  if (count == 0) return;  // dst may be the null data() of an empty vector
   switch (kind) {
     case FloatKind::kF32:
       std::memcpy(dst, src, count * sizeof(float));

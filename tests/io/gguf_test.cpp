@@ -432,6 +432,27 @@ TEST(GgufHostile, DataPastEndAndOverlap) {
   EXPECT_THAT(parse_error(dup.bytes()), HasSubstr("name appears twice"));
 }
 
+// Found by fuzz/gguf_fuzz: zero-element tensors whose other dimensions are
+// huge passed the size checks (0 bytes) and then sized row buffers from ne[0].
+TEST(GgufHostile, EmptyTensorsWithHugeRows) {
+  for (uint32_t type : {kGgmlF32, kGgmlNvfp4}) {
+    Bytes b;
+    b.str("GGUF").u32(3).u64(1).u64(0);
+    b.gguf_str("blk.1.ffn_gate_up_exps.weight").u32(3).i64(1LL << 60).i64(0).i64(1).u32(type).u64(0);
+    b.pad_to(32);
+    GgufFile f;
+    const Status s = parse_bytes(b.bytes(), &f);
+    ASSERT_TRUE(s.ok()) << s.to_string();
+    std::vector<float> out(3, 1.0f);
+    EXPECT_TRUE(f.read_f32(f.tensors()[0], &out).ok());
+    EXPECT_TRUE(out.empty());
+    ExpertWeights w;
+    if (type == kGgmlNvfp4) EXPECT_THAT(f.read_nvfp4_experts(f.tensors()[0], &w).message(), HasSubstr("empty"));
+    MoeLayerFile m;
+    EXPECT_FALSE(load_moe_layer(f, 1, &m).ok());
+  }
+}
+
 TEST(GgufHostile, ViewsRefuseInfosOfAnotherFile) {
   OneTensor t;
   GgufFile f;
