@@ -20,10 +20,12 @@
 #include <cstdint>
 #include <functional>
 #include <initializer_list>
+#include <memory>
 #include <new>
 #include <utility>
 #include <vector>
 
+#include "cpu/fp_mode.hpp"
 #include "cpu/kernels.hpp"
 #include "cpu/ops_internal.hpp"
 #include "cpu/thread_pool.hpp"
@@ -35,7 +37,8 @@ namespace nvfp4moe::cpu {
 namespace {
 
 constexpr int32_t kBlockRows = 128;       // activation rows per job
-constexpr int64_t kPanel = 512;           // K elements per dequantized panel
+constexpr int64_t kDequantK = 2048;       // K elements of a unit's weights dequantized at once (rows stream)
+constexpr int64_t kPanel = 512;           // K elements per microkernel pass (activations stay in L1)
 constexpr int kTiledUnitRows = 48;        // weight rows per unit, tiled path (4 x 3 microkernel)
 constexpr int kDirectUnitRows = 64;       // weight rows per unit, direct path
 constexpr int kMaxUnitRows = std::max(kTiledUnitRows, kDirectUnitRows);
@@ -72,22 +75,49 @@ std::vector<Unit> make_units(const std::vector<ExpertJob>& jobs, int64_t num_row
   return units;
 }
 
-// Per-thread buffers, sized for activation rows of K elements.
-struct Scratch {
-  std::vector<float> tile;     // [kTiledUnitRows][kPanel]
-  std::vector<float> partial;  // [kBlockRows][kTiledUnitRows][kLanes]
-  std::vector<float> scales;   // [kDirectGroup][K / 16]
-  std::vector<float> sums[2];  // [kBlockRows][kMaxUnitRows]
-  std::vector<const float*> x, x_panel;
+// A float buffer that only grows and is never zero-filled: scratch is fully
+// written before it is read, and clearing ~0.5 MB per call would cost a
+// noticeable part of a decode-size op.
+class FloatBuffer {
+ public:
+  float* get(size_t n) {
+    if (n > size_) {
+      data_.reset(new float[n]);
+      size_ = n;
+    }
+    return data_.get();
+  }
 
-  explicit Scratch(int64_t K)
-      : tile(static_cast<size_t>(kTiledUnitRows) * kPanel),
-        partial(static_cast<size_t>(kBlockRows) * kTiledUnitRows * kLanes),
-        scales(static_cast<size_t>(kDirectGroup) * (K / 16)),
-        sums{std::vector<float>(static_cast<size_t>(kBlockRows) * kMaxUnitRows),
-             std::vector<float>(static_cast<size_t>(kBlockRows) * kMaxUnitRows)},
-        x(kBlockRows),
-        x_panel(kBlockRows) {}
+ private:
+  std::unique_ptr<float[]> data_;
+  size_t size_ = 0;
+};
+
+// Per-thread buffers, kept between calls by each thread (pool workers and
+// callers alike), sized for activation rows of K elements.
+struct Scratch {
+  float* tile;     // [kTiledUnitRows][kDequantK]
+  float* partial;  // [kBlockRows][kTiledUnitRows][kLanes]
+  float* scales;   // [kDirectGroup][K / 16]
+  float* sums[2];  // [kBlockRows][kMaxUnitRows]
+  const float* x[kBlockRows];
+  const float* x_panel[kBlockRows];
+
+  static Scratch& for_this_thread(int64_t K) {
+    thread_local FloatBuffer buffer;
+    thread_local Scratch scratch;
+    const size_t tile = static_cast<size_t>(kTiledUnitRows) * kDequantK;
+    const size_t partial = static_cast<size_t>(kBlockRows) * kTiledUnitRows * kLanes;
+    const size_t scales = static_cast<size_t>(kDirectGroup) * (K / 16) + kLanes;  // + padding for vector loads
+    const size_t sums = static_cast<size_t>(kBlockRows) * kMaxUnitRows;
+    float* base = buffer.get(tile + partial + scales + 2 * sums);
+    scratch.tile = base;
+    scratch.partial = scratch.tile + tile;
+    scratch.scales = scratch.partial + partial;
+    scratch.sums[0] = scratch.scales + scales;
+    scratch.sums[1] = scratch.sums[0] + sums;
+    return scratch;
+  }
 };
 
 // sums[r * rows + n] = canonical dot of x[r] and weight row n0 + n of
@@ -95,15 +125,20 @@ struct Scratch {
 bool compute_sums(const Kernels& kernels, const Projection& proj, int32_t expert, int64_t n0, int rows,
                   const float* const* x, int num_x, Scratch& s, float* sums) {
   const WeightRows w = proj.at(expert, n0);
-  if (use_direct(num_x)) return kernels.gemv_direct(w, rows, x, num_x, sums, rows, s.scales.data());
+  if (use_direct(num_x)) return kernels.gemv_direct(w, rows, x, num_x, sums, rows, s.scales);
   bool bad = false;
   const int64_t K = w.cols;
-  for (int64_t k0 = 0; k0 < K; k0 += kPanel) {
-    const int64_t kp = std::min(kPanel, K - k0);
-    bad |= kernels.dequant_panel(w, rows, k0, kp, s.tile.data());
-    for (int r = 0; r < num_x; ++r) s.x_panel[r] = x[r] + k0;
-    kernels.gemm_panel(s.x_panel.data(), num_x, s.tile.data(), rows, kp, s.partial.data(), k0 == 0, k0 + kp == K,
-                       sums, rows);
+  // Whole rows at a time (contiguous in memory: streams well from DRAM),
+  // then L1-sized panels of them through the microkernel.
+  for (int64_t kd = 0; kd < K; kd += kDequantK) {
+    const int64_t dk = std::min(kDequantK, K - kd);
+    bad |= kernels.dequant_panel(w, rows, kd, dk, s.tile, dk);
+    for (int64_t k0 = kd; k0 < kd + dk; k0 += kPanel) {
+      const int64_t kp = std::min(kPanel, kd + dk - k0);
+      for (int r = 0; r < num_x; ++r) s.x_panel[r] = x[r] + k0;
+      kernels.gemm_panel(s.x_panel, num_x, s.tile + (k0 - kd), dk, rows, kp, s.partial,
+                         k0 == 0, k0 + kp == K, sums, rows);
+    }
   }
   return bad;
 }
@@ -124,8 +159,9 @@ template <typename Body>
 void run_units(int threads, int64_t num_units, int64_t K, RunFlags& flags, const Body& body) {
   std::atomic<int64_t> next{0};
   const std::function<void(int)> task = [&](int) {
+    const ScopedIeeeMode ieee;
     try {
-      Scratch scratch(K);
+      Scratch& scratch = Scratch::for_this_thread(K);
       bool bad = false;
       for (int64_t u = next.fetch_add(1, std::memory_order_relaxed); u < num_units;
            u = next.fetch_add(1, std::memory_order_relaxed)) {
@@ -143,7 +179,10 @@ void run_units(int threads, int64_t num_units, int64_t K, RunFlags& flags, const
 template <typename Fn>
 void parallel_ranges(int threads, int64_t n, const Fn& fn) {
   threads = static_cast<int>(std::clamp<int64_t>(n, 1, threads));
-  const std::function<void(int)> task = [&](int i) { fn(n * i / threads, n * (i + 1) / threads); };
+  const std::function<void(int)> task = [&](int i) {
+    const ScopedIeeeMode ieee;
+    fn(n * i / threads, n * (i + 1) / threads);
+  };
   ThreadPool::instance().run(threads, task);
 }
 
@@ -223,8 +262,8 @@ Status mul_mat_id_with(const MulMatIdArgs& a, const CpuOptions& opt, const Kerne
         const int64_t pair = plan.sorted_src[job.row_begin + r];
         s.x[r] = xc.data() + (a.x_per_slot ? pair : pair / top_k) * K;
       }
-      float* sums = s.sums[0].data();
-      const bool bad = compute_sums(kernels, proj, job.expert, u.n0, u.rows, s.x.data(), job.num_rows, s, sums);
+      float* sums = s.sums[0];
+      const bool bad = compute_sums(kernels, proj, job.expert, u.n0, u.rows, s.x, job.num_rows, s, sums);
       const float alpha = a.weights.alpha_of(job.expert);
       for (int r = 0; r < job.num_rows; ++r) {
         float* y = a.y + plan.sorted_src[job.row_begin + r] * N + u.n0;
@@ -273,10 +312,10 @@ Status moe_layer_with(const MoeLayerArgs& a, const CpuOptions& opt, const Kernel
       const Unit& unit = units_f[ui];
       const ExpertJob& job = jobs[unit.job];
       for (int r = 0; r < job.num_rows; ++r) s.x[r] = xc.data() + plan.sorted_src[job.row_begin + r] / top_k * H;
-      float* gate_sums = s.sums[0].data();
-      float* up_sums = s.sums[1].data();
-      bool bad = compute_sums(kernels, gate, job.expert, unit.n0, unit.rows, s.x.data(), job.num_rows, s, gate_sums);
-      bad |= compute_sums(kernels, up, job.expert, unit.n0, unit.rows, s.x.data(), job.num_rows, s, up_sums);
+      float* gate_sums = s.sums[0];
+      float* up_sums = s.sums[1];
+      bool bad = compute_sums(kernels, gate, job.expert, unit.n0, unit.rows, s.x, job.num_rows, s, gate_sums);
+      bad |= compute_sums(kernels, up, job.expert, unit.n0, unit.rows, s.x, job.num_rows, s, up_sums);
       const float alpha_g = gate.w.alpha_of(job.expert), alpha_u = up.w.alpha_of(job.expert);
       for (int r = 0; r < job.num_rows; ++r) {
         float* hr = h.data() + (job.row_begin + r) * F;
@@ -308,8 +347,8 @@ Status moe_layer_with(const MoeLayerArgs& a, const CpuOptions& opt, const Kernel
       const Unit& u = units_h[ui];
       const ExpertJob& job = jobs[u.job];
       for (int r = 0; r < job.num_rows; ++r) s.x[r] = h.data() + (job.row_begin + r) * F;
-      float* sums = s.sums[0].data();
-      const bool bad = compute_sums(kernels, down, job.expert, u.n0, u.rows, s.x.data(), job.num_rows, s, sums);
+      float* sums = s.sums[0];
+      const bool bad = compute_sums(kernels, down, job.expert, u.n0, u.rows, s.x, job.num_rows, s, sums);
       const float alpha_d = lw.down.alpha_of(job.expert);
       for (int r = 0; r < job.num_rows; ++r) {
         const int64_t pair = plan.sorted_src[job.row_begin + r];

@@ -67,18 +67,18 @@ struct WeightRows {
 struct Kernels {
   const char* name;
 
-  // Dequantizes rows [0, rows) of `w`, K range [k0, k0 + kp), into
-  // tile[rows][kp] in chunk order. Returns true if a scale byte in that range
+  // Dequantizes rows [0, rows) of `w`, K range [k0, k0 + kp), into chunk
+  // order: row n at tile + n * ld. Returns true if a scale byte in that range
   // is one validate_weights rejects (the op then reports the error).
-  bool (*dequant_panel)(const WeightRows& w, int rows, int64_t k0, int64_t kp, float* tile);
+  bool (*dequant_panel)(const WeightRows& w, int rows, int64_t k0, int64_t kp, float* tile, int64_t ld);
 
   // For r < num_x, n < rows: continues the canonical chain of (x[r], tile
-  // row n) over one panel of kp elements. x[r] points at the row's panel
-  // start (chunk order). partial[r][n][8] holds the lane accumulators between
-  // panels: ignored when `first`; when `last` the finished sums go to
-  // sums[r * sums_stride + n] instead.
-  void (*gemm_panel)(const float* const* x, int num_x, const float* tile, int rows, int64_t kp, float* partial,
-                     bool first, bool last, float* sums, int64_t sums_stride);
+  // row n) over kp elements. x[r] and tile (row n at tile + n * ld) point at
+  // the panel start, in chunk order. partial[r][n][8] holds the lane
+  // accumulators between panels: ignored when `first`; when `last` the
+  // finished sums go to sums[r * sums_stride + n] instead.
+  void (*gemm_panel)(const float* const* x, int num_x, const float* tile, int64_t ld, int rows, int64_t kp,
+                     float* partial, bool first, bool last, float* sums, int64_t sums_stride);
 
   // The whole chain straight from the packed codes, for few activation rows
   // (num_x <= kMaxDirectRows): sums[r * sums_stride + n] for r < num_x,
@@ -88,8 +88,8 @@ struct Kernels {
                       int64_t sums_stride, float* scratch);
 };
 
-inline constexpr int kMaxDirectRows = 4;
-inline constexpr int kDirectGroup = 4;  // weight rows decoded together by gemv_direct
+inline constexpr int kMaxDirectRows = 3;
+inline constexpr int kDirectGroup = 8;  // weight rows decoded together by gemv_direct
 
 // A scale byte validate_weights rejects: the NaN pattern or a negative value.
 inline bool bad_scale_byte(uint8_t b) { return b == 0x7F || b > 0x80; }

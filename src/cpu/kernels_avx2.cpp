@@ -97,38 +97,37 @@ NVFP4MOE_AVX2_INLINE void decode_chunk(const Decoder& d, const uint8_t* codes, c
   w[7] = _mm256_mul_ps(_mm256_castsi256_ps(_mm256_and_si256(odd13, d.odd_word_mask)), s13);
 }
 
-// UE4M3 bytes -> F32 (count % 4 == 0), 8 at a time. Normal values are built
-// by integer arithmetic, subnormals (exponent 0: m * 2^-9) by an exact
-// conversion, so denormals-are-zero modes cannot change the result.
+// UE4M3 bytes -> F32 (count % 4 == 0), 8 at a time: the byte's 7 magnitude
+// bits shifted into place are the F32 pattern of value * 2^-120 (a denormal
+// when the UE4M3 exponent is 0, which keeps subnormal scales exact), and one
+// exact multiply restores the bias. Callers run under ScopedIeeeMode (no DAZ).
 // Returns the rejected-byte flag.
 NVFP4MOE_AVX2 bool convert_scales(const uint8_t* bytes, int64_t count, float* out) {
   const __m256i magnitude_mask = _mm256_set1_epi32(0x7F);
-  const __m256i exponent_bias = _mm256_set1_epi32((127 - 7) << 23);
-  const __m256i nan_pattern = _mm256_set1_epi32(0x7F);
-  const __m256i sign_zero = _mm256_set1_epi32(0x80);
-  const __m256i eight = _mm256_set1_epi32(8);
-  const __m256 subnormal_unit = _mm256_set1_ps(1.0f / 512.0f);
+  const __m256 bias = _mm256_set1_ps(0x1p120f);
+  const __m256i nan_pattern = _mm256_set1_epi8(0x7F);
+  const __m256i smallest_negative = _mm256_set1_epi8(static_cast<char>(0x81));
   __m256i bad = _mm256_setzero_si256();
-  for (int64_t i = 0; i < count; i += 8) {
-    __m128i raw8;
-    if (count - i >= 8) {
-      raw8 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(bytes + i));
-    } else {
-      int32_t four;
-      std::memcpy(&four, bytes + i, 4);
-      raw8 = _mm_cvtsi32_si128(four);
-    }
-    const __m256i raw = _mm256_cvtepu8_epi32(raw8);
-    const __m256i b = _mm256_and_si256(raw, magnitude_mask);
-    const __m256 normal = _mm256_castsi256_ps(_mm256_add_epi32(_mm256_slli_epi32(b, 20), exponent_bias));
-    const __m256 subnormal = _mm256_mul_ps(_mm256_cvtepi32_ps(b), subnormal_unit);
-    const __m256 value = _mm256_blendv_ps(normal, subnormal, _mm256_castsi256_ps(_mm256_cmpgt_epi32(eight, b)));
-    bad = _mm256_or_si256(bad, _mm256_or_si256(_mm256_cmpeq_epi32(raw, nan_pattern), _mm256_cmpgt_epi32(raw, sign_zero)));
-    if (count - i >= 8) {
-      _mm256_storeu_ps(out + i, value);
-    } else {
-      _mm_storeu_ps(out + i, _mm256_castps256_ps128(value));
-    }
+  int64_t i = 0;
+  for (; i + 32 <= count; i += 32) {
+    const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bytes + i));
+    bad = _mm256_or_si256(bad, _mm256_cmpeq_epi8(b, nan_pattern));
+    bad = _mm256_or_si256(bad, _mm256_cmpeq_epi8(_mm256_max_epu8(b, smallest_negative), b));
+  }
+  for (; i < count; ++i) {
+    if (bad_scale_byte(bytes[i])) bad = _mm256_set1_epi8(1);
+  }
+  for (i = 0; i + 8 <= count; i += 8) {
+    const __m256i raw = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(bytes + i)));
+    const __m256i shifted = _mm256_slli_epi32(_mm256_and_si256(raw, magnitude_mask), 20);
+    _mm256_storeu_ps(out + i, _mm256_mul_ps(_mm256_castsi256_ps(shifted), bias));
+  }
+  if (i < count) {
+    int32_t four;
+    std::memcpy(&four, bytes + i, 4);
+    const __m128i raw = _mm_cvtepu8_epi32(_mm_cvtsi32_si128(four));
+    const __m128i shifted = _mm_slli_epi32(_mm_and_si128(raw, _mm_set1_epi32(0x7F)), 20);
+    _mm_storeu_ps(out + i, _mm_mul_ps(_mm_castsi128_ps(shifted), _mm_set1_ps(0x1p120f)));
   }
   return !_mm256_testz_si256(bad, bad);
 }
@@ -139,7 +138,7 @@ NVFP4MOE_AVX2_INLINE float lane_sum(__m256 a) {
   return _mm_cvtss_f32(_mm_add_ss(t, _mm_shuffle_ps(t, t, 1)));
 }
 
-NVFP4MOE_AVX2 bool dequant_panel(const WeightRows& w, int rows, int64_t k0, int64_t kp, float* tile) {
+NVFP4MOE_AVX2 bool dequant_panel(const WeightRows& w, int rows, int64_t k0, int64_t kp, float* tile, int64_t ld) {
   constexpr int64_t kStep = 1024;  // K elements whose scales are converted at once
   const Decoder d = make_decoder();
   alignas(32) float scale[kStep / 16];
@@ -147,7 +146,7 @@ NVFP4MOE_AVX2 bool dequant_panel(const WeightRows& w, int rows, int64_t k0, int6
   for (int n = 0; n < rows; ++n) {
     const uint8_t* codes = w.codes + n * (w.cols / 2) + k0 / 2;
     const uint8_t* scales = w.scales + n * (w.cols / 16) + k0 / 16;
-    float* out = tile + n * kp;
+    float* out = tile + n * ld;
     for (int64_t step = 0; step < kp; step += kStep) {
       const int64_t len = kp - step < kStep ? kp - step : kStep;
       bad |= convert_scales(scales + step / 16, len / 16, scale);
@@ -161,24 +160,30 @@ NVFP4MOE_AVX2 bool dequant_panel(const WeightRows& w, int rows, int64_t k0, int6
   return bad;
 }
 
-// MR activation rows x NR tile rows, 8 lanes each: 12 accumulators, 3 weight
-// vectors and one activation vector fill the 16 registers at 4 x 3.
+// MR activation rows x NR tile rows, 8 lanes each. The weight vectors stay in
+// registers and each activation vector is loaded once per step: MR * NR
+// accumulators + NR + 1 <= 16 registers (4 x 3, 2 x 4, 1 x 6 are used).
 template <int MR, int NR>
-NVFP4MOE_AVX2 void gemm_block(const float* const* x, const float* tile, int64_t kp, float* partial, int rows,
-                              bool first, bool last, float* sums, int64_t sums_stride) {
+NVFP4MOE_AVX2 void gemm_block(const float* const* x, const float* tile, int64_t ld, int64_t kp, float* partial,
+                              int64_t partial_stride, bool first, bool last, float* sums, int64_t sums_stride) {
   __m256 acc[MR][NR];
+#pragma GCC unroll 4
   for (int r = 0; r < MR; ++r) {
+#pragma GCC unroll 6
     for (int c = 0; c < NR; ++c) {
-      acc[r][c] = first ? _mm256_setzero_ps() : _mm256_loadu_ps(partial + (r * rows + c) * kLanes);
+      acc[r][c] = first ? _mm256_setzero_ps() : _mm256_loadu_ps(partial + r * partial_stride + c * kLanes);
     }
   }
   const float* xr[MR];
   for (int r = 0; r < MR; ++r) xr[r] = x[r];
   for (int64_t i = 0; i < kp; i += kLanes) {
     __m256 wv[NR];
-    for (int c = 0; c < NR; ++c) wv[c] = _mm256_loadu_ps(tile + c * kp + i);
+#pragma GCC unroll 6
+    for (int c = 0; c < NR; ++c) wv[c] = _mm256_loadu_ps(tile + c * ld + i);
+#pragma GCC unroll 4
     for (int r = 0; r < MR; ++r) {
       const __m256 xv = _mm256_loadu_ps(xr[r] + i);
+#pragma GCC unroll 6
       for (int c = 0; c < NR; ++c) acc[r][c] = _mm256_fmadd_ps(xv, wv[c], acc[r][c]);
     }
   }
@@ -187,39 +192,44 @@ NVFP4MOE_AVX2 void gemm_block(const float* const* x, const float* tile, int64_t 
       if (last) {
         sums[r * sums_stride + c] = lane_sum(acc[r][c]);
       } else {
-        _mm256_storeu_ps(partial + (r * rows + c) * kLanes, acc[r][c]);
+        _mm256_storeu_ps(partial + r * partial_stride + c * kLanes, acc[r][c]);
       }
     }
   }
 }
 
-template <int MR>
-NVFP4MOE_AVX2 void gemm_rows(const float* const* x, const float* tile, int rows, int64_t kp, float* partial,
-                             bool first, bool last, float* sums, int64_t sums_stride) {
+// All tile rows against MR activation rows: blocks of NR rows, then one
+// narrower block for the remainder.
+template <int MR, int NR>
+NVFP4MOE_AVX2 void gemm_rows(const float* const* x, const float* tile, int64_t ld, int count, int64_t kp,
+                             float* partial, int64_t partial_stride, bool first, bool last, float* sums,
+                             int64_t sums_stride) {
   int n = 0;
-  for (; n + 3 <= rows; n += 3) {
-    gemm_block<MR, 3>(x, tile + n * kp, kp, partial + n * kLanes, rows, first, last, sums + n, sums_stride);
+  for (; n + NR <= count; n += NR) {
+    gemm_block<MR, NR>(x, tile + n * ld, ld, kp, partial + n * kLanes, partial_stride, first, last, sums + n,
+                       sums_stride);
   }
-  if (rows - n == 2) {
-    gemm_block<MR, 2>(x, tile + n * kp, kp, partial + n * kLanes, rows, first, last, sums + n, sums_stride);
-  } else if (rows - n == 1) {
-    gemm_block<MR, 1>(x, tile + n * kp, kp, partial + n * kLanes, rows, first, last, sums + n, sums_stride);
+  if constexpr (NR > 1) {
+    if (n < count) {
+      gemm_rows<MR, NR - 1>(x, tile + n * ld, ld, count - n, kp, partial + n * kLanes, partial_stride, first, last,
+                            sums + n, sums_stride);
+    }
   }
 }
 
-NVFP4MOE_AVX2 void gemm_panel(const float* const* x, int num_x, const float* tile, int rows, int64_t kp,
+NVFP4MOE_AVX2 void gemm_panel(const float* const* x, int num_x, const float* tile, int64_t ld, int rows, int64_t kp,
                               float* partial, bool first, bool last, float* sums, int64_t sums_stride) {
+  const int64_t ps = static_cast<int64_t>(rows) * kLanes;  // partial is [r][n][lane]
   int r = 0;
   for (; r + 4 <= num_x; r += 4) {
-    gemm_rows<4>(x + r, tile, rows, kp, partial + static_cast<int64_t>(r) * rows * kLanes, first, last,
-                 sums + r * sums_stride, sums_stride);
+    gemm_rows<4, 3>(x + r, tile, ld, rows, kp, partial + r * ps, ps, first, last, sums + r * sums_stride, sums_stride);
   }
-  float* p = partial + static_cast<int64_t>(r) * rows * kLanes;
+  float* p = partial + r * ps;
   float* s = sums + r * sums_stride;
   switch (num_x - r) {
-    case 3: gemm_rows<3>(x + r, tile, rows, kp, p, first, last, s, sums_stride); break;
-    case 2: gemm_rows<2>(x + r, tile, rows, kp, p, first, last, s, sums_stride); break;
-    case 1: gemm_rows<1>(x + r, tile, rows, kp, p, first, last, s, sums_stride); break;
+    case 3: gemm_rows<3, 3>(x + r, tile, ld, rows, kp, p, ps, first, last, s, sums_stride); break;
+    case 2: gemm_rows<2, 4>(x + r, tile, ld, rows, kp, p, ps, first, last, s, sums_stride); break;
+    case 1: gemm_rows<1, 6>(x + r, tile, ld, rows, kp, p, ps, first, last, s, sums_stride); break;
     default: break;
   }
 }
@@ -240,10 +250,13 @@ NVFP4MOE_AVX2 bool gemv_group(const Decoder& d, const WeightRows& w, const float
   const float* xr[NX];
   for (int r = 0; r < NX; ++r) xr[r] = x[r];
   for (int64_t k = 0; k < K; k += kChunk) {
+#pragma GCC unroll 4
     for (int g = 0; g < G; ++g) {
       __m256 v[8];
       decode_chunk(d, w.codes + g * (K / 2) + k / 2, scratch + g * scales_per_row + k / 16, v);
+#pragma GCC unroll 8
       for (int i = 0; i < 8; ++i) {
+#pragma GCC unroll 4
         for (int r = 0; r < NX; ++r) acc[g][r] = _mm256_fmadd_ps(_mm256_loadu_ps(xr[r] + k + 8 * i), v[i], acc[g][r]);
       }
     }
@@ -257,7 +270,7 @@ NVFP4MOE_AVX2 bool gemv_group(const Decoder& d, const WeightRows& w, const float
 template <int NX>
 NVFP4MOE_AVX2 bool gemv_rows(const WeightRows& w, int rows, const float* const* x, float* sums, int64_t sums_stride,
                              float* scratch) {
-  constexpr int G = NX <= 2 ? 4 : 2;
+  constexpr int G = 4;
   static_assert(G <= kDirectGroup, "scratch holds kDirectGroup rows of scales");
   const Decoder d = make_decoder();
   bool bad = false;
@@ -279,8 +292,8 @@ NVFP4MOE_AVX2 bool gemv_direct(const WeightRows& w, int rows, const float* const
     case 1: return gemv_rows<1>(w, rows, x, sums, sums_stride, scratch);
     case 2: return gemv_rows<2>(w, rows, x, sums, sums_stride, scratch);
     case 3: return gemv_rows<3>(w, rows, x, sums, sums_stride, scratch);
-    case 4: return gemv_rows<4>(w, rows, x, sums, sums_stride, scratch);
     default: return false;
+    static_assert(kMaxDirectRows == 3, "one case per supported row count");
   }
 }
 

@@ -28,20 +28,20 @@ bool dequant_chunk(const uint8_t* codes, const uint8_t* scales, float* out) {
   return bad;
 }
 
-bool dequant_panel(const WeightRows& w, int rows, int64_t k0, int64_t kp, float* tile) {
+bool dequant_panel(const WeightRows& w, int rows, int64_t k0, int64_t kp, float* tile, int64_t ld) {
   bool bad = false;
   for (int n = 0; n < rows; ++n) {
     const uint8_t* codes = w.codes + n * (w.cols / 2);
     const uint8_t* scales = w.scales + n * (w.cols / 16);
     for (int64_t k = k0; k < k0 + kp; k += kChunk) {
-      bad |= dequant_chunk(codes + k / 2, scales + k / 16, tile + n * kp + (k - k0));
+      bad |= dequant_chunk(codes + k / 2, scales + k / 16, tile + n * ld + (k - k0));
     }
   }
   return bad;
 }
 
-void gemm_panel(const float* const* x, int num_x, const float* tile, int rows, int64_t kp, float* partial,
-                bool first, bool last, float* sums, int64_t sums_stride) {
+void gemm_panel(const float* const* x, int num_x, const float* tile, int64_t ld, int rows, int64_t kp,
+                float* partial, bool first, bool last, float* sums, int64_t sums_stride) {
   for (int r = 0; r < num_x; ++r) {
     for (int n = 0; n < rows; ++n) {
       float* acc = partial + (static_cast<int64_t>(r) * rows + n) * kLanes;
@@ -50,7 +50,7 @@ void gemm_panel(const float* const* x, int num_x, const float* tile, int rows, i
         for (int l = 0; l < kLanes; ++l) a[l] = acc[l];
       }
       const float* xr = x[r];
-      const float* wr = tile + n * kp;
+      const float* wr = tile + n * ld;
       for (int64_t i = 0; i < kp; i += kLanes) {
         for (int l = 0; l < kLanes; ++l) a[l] = std::fma(xr[i + l], wr[i + l], a[l]);
       }

@@ -98,8 +98,8 @@ TEST(CpuKernels, ScalarDirectAndTiledMatchTheDefinition) {
   std::vector<float> direct(3 * rows), tiled(3 * rows), tile(rows * cols), partial(3 * rows * kLanes),
       scratch(cpu::kDirectGroup * cols / 16);
   EXPECT_FALSE(k.gemv_direct(w.view(), rows, xp.data(), 3, direct.data(), rows, scratch.data()));
-  EXPECT_FALSE(k.dequant_panel(w.view(), rows, 0, cols, tile.data()));
-  k.gemm_panel(xp.data(), 3, tile.data(), rows, cols, partial.data(), true, true, tiled.data(), rows);
+  EXPECT_FALSE(k.dequant_panel(w.view(), rows, 0, cols, tile.data(), cols));
+  k.gemm_panel(xp.data(), 3, tile.data(), cols, rows, cols, partial.data(), true, true, tiled.data(), rows);
   for (int r = 0; r < 3; ++r) {
     for (int n = 0; n < rows; ++n) {
       const float expect = canonical_dot(xs[r].data(), w.codes.data() + n * cols / 2, w.scales.data() + n * cols / 16, cols);
@@ -125,8 +125,8 @@ TEST(CpuKernels, VectorDequantMatchesScalarForEveryScaleByte) {
     for (int r = 0; r < rows; ++r) {
       const cpu::WeightRows row{w.codes.data() + r * cols / 2, w.scales.data() + r * cols / 16, cols};
       std::vector<float> expect(cols), got(cols);
-      const bool bad_expect = ref.dequant_panel(row, 1, 0, cols, expect.data());
-      const bool bad_got = k->dequant_panel(row, 1, 0, cols, got.data());
+      const bool bad_expect = ref.dequant_panel(row, 1, 0, cols, expect.data(), cols);
+      const bool bad_got = k->dequant_panel(row, 1, 0, cols, got.data(), cols);
       EXPECT_EQ(bad_got, bad_expect) << "scale byte " << r;
       EXPECT_EQ(bad_got, r == 0x7F || r > 0x80) << "scale byte " << r;
       if (bad_expect) continue;  // the op reports an error; values do not matter
@@ -151,15 +151,17 @@ TEST(CpuKernels, VectorSetsMatchScalarBitwise) {
     for (auto& x : xs) xp.push_back(x.data());
     std::vector<float> scratch(cpu::kDirectGroup * cols / 16);
 
-    // Tiled, in two panels when possible: exercises the partial accumulators.
+    // Tiled, in two panels when possible: exercises the partial accumulators;
+    // a padded tile row stride exercises ld.
     auto tiled = [&](const Kernels& k) {
-      std::vector<float> sums(num_x * rows), tile(rows * cols), partial(num_x * rows * kLanes);
+      const int64_t ld = cols + 64;
+      std::vector<float> sums(num_x * rows), tile(rows * ld), partial(num_x * rows * kLanes);
       const int64_t split = cols > 64 ? 64 * (cols / 128) : cols;
       for (int64_t k0 = 0; k0 < cols; k0 = k0 == 0 ? split : cols) {
         const int64_t kp = k0 == 0 ? split : cols - split;
-        EXPECT_FALSE(k.dequant_panel(w.view(), rows, k0, kp, tile.data()));
+        EXPECT_FALSE(k.dequant_panel(w.view(), rows, k0, kp, tile.data(), ld));
         for (int r = 0; r < num_x; ++r) xp_panel[r] = xp[r] + k0;
-        k.gemm_panel(xp_panel.data(), num_x, tile.data(), rows, kp, partial.data(), k0 == 0, k0 + kp == cols,
+        k.gemm_panel(xp_panel.data(), num_x, tile.data(), ld, rows, kp, partial.data(), k0 == 0, k0 + kp == cols,
                      sums.data(), rows);
       }
       return sums;
@@ -193,8 +195,8 @@ TEST(CpuKernels, RejectedScaleBytesAreFlaggedByEveryPath) {
     for (const Kernels* k : sets) {
       SCOPED_TRACE(k->name);
       EXPECT_TRUE(k->gemv_direct(w.view(), rows, xp, 1, sums.data(), rows, scratch.data()));
-      EXPECT_TRUE(k->dequant_panel(w.view(), rows, 0, cols, tile.data()));
-      EXPECT_FALSE(k->dequant_panel(w.view(), 4, 0, cols, tile.data())) << "rows 0-3 are clean";
+      EXPECT_TRUE(k->dequant_panel(w.view(), rows, 0, cols, tile.data(), cols));
+      EXPECT_FALSE(k->dequant_panel(w.view(), 4, 0, cols, tile.data(), cols)) << "rows 0-3 are clean";
     }
   }
 }
