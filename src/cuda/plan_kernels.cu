@@ -1,9 +1,14 @@
-// One CTA builds the whole plan: counting, two block scans (rows, then jobs),
-// then a stable scatter. Stability comes from walking the pairs in index
-// order, 1024 at a time: within a warp, __match_any_sync ranks equal experts
-// by lane; across warps, per-warp counts in shared memory add the earlier
-// warps; across rounds, a running base per expert. No atomics decide an
-// order, so the result is deterministic and equals the CPU plan exactly.
+// One CTA builds the whole plan. Each warp owns a contiguous range of pairs,
+// so the order is fixed without atomics deciding anything:
+//   1. per warp, per expert counts (__match_any_sync groups equal experts in
+//      32 pairs; the group leader adds the group size to the warp's row);
+//   2. a scan down each expert's column of warp counts (pairs of earlier
+//      warps come first), then block scans over experts: offsets and jobs;
+//   3. each warp walks its range again and places pair p at
+//      offsets[e] + (earlier warps' e-pairs) + (its own earlier e-pairs).
+// Tokens ascend within an expert because pair index t*k + j ascends. The
+// result equals the CPU plan exactly. Ids are validated in pass 1; the first
+// bad pair (lowest index) is reported and nothing else is written.
 #include <cub/block/block_reduce.cuh>
 #include <cub/block/block_scan.cuh>
 
@@ -17,31 +22,41 @@ namespace nvfp4moe::cuda {
 __global__ void __launch_bounds__(kPlanThreads) build_plan_kernel(const int32_t* ids, int32_t num_tokens,
                                                                    int32_t top_k, int32_t num_experts,
                                                                    int32_t block_rows, DevicePlan plan) {
+  constexpr int kWarps = kPlanThreads / 32;
   extern __shared__ int32_t smem[];
-  int32_t* count = smem;                     // [E]
-  int32_t* base = smem + num_experts;        // [E]
-  int32_t* warp_count = smem + 2 * num_experts;  // [32][E]
+  int32_t* offsets = smem;                   // [E]
+  int32_t* warp_rows = smem + num_experts;   // [kWarps][E]: counts, then prefixes, then running ranks
   __shared__ int32_t bad_pair;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  const uint32_t lanes_below = (1u << lane) - 1u;
   const int32_t pairs = num_tokens * top_k;
+  // Warp ranges are whole multiples of 32 pairs.
+  const int32_t span = ((pairs + kWarps - 1) / kWarps + 31) / 32 * 32;
+  const int32_t first = min(pairs, warp * span), last = min(pairs, first + span);
+  int32_t* my_rows = warp_rows + warp * num_experts;
 
-  for (int i = tid; i < 34 * num_experts; i += kPlanThreads) smem[i] = 0;
-  if (tid == 0) {
-    bad_pair = INT32_MAX;
-  }
+  for (int i = tid; i < (kWarps + 1) * num_experts; i += kPlanThreads) smem[i] = 0;
+  if (tid == 0) bad_pair = INT32_MAX;
   __syncthreads();
 
-  // Count, and find the first bad pair (lowest index wins, as on the CPU).
-  for (int32_t p = tid; p < pairs; p += kPlanThreads) {
-    const int32_t e = ids[p];
-    if (e < 0 || e >= num_experts) {
-      atomicMin(&bad_pair, p);
-    } else {
-      atomicAdd(&count[e], 1);
-      const int32_t t = p / top_k, j = p % top_k;
-      for (int32_t j2 = 0; j2 < j; ++j2)
-        if (ids[t * top_k + j2] == e) atomicMin(&bad_pair, p);
+  // 1. Validate and count.
+  for (int32_t base = first; base < last; base += 32) {
+    const int32_t p = base + lane;
+    int32_t e = -1;
+    if (p < last) {
+      e = ids[p];
+      if (e < 0 || e >= num_experts) {
+        atomicMin(&bad_pair, p);
+        e = -1;
+      } else {
+        const int32_t row = p - p % top_k;
+        for (int32_t q = row; q < p; ++q)
+          if (ids[q] == e) atomicMin(&bad_pair, p);
+      }
     }
+    const uint32_t same = __match_any_sync(0xFFFFFFFFu, e);
+    if (e >= 0 && (same & lanes_below) == 0) my_rows[e] += __popc(same);
+    __syncwarp();
   }
   __syncthreads();
   if (bad_pair != INT32_MAX) {
@@ -54,8 +69,7 @@ __global__ void __launch_bounds__(kPlanThreads) build_plan_kernel(const int32_t*
     return;
   }
 
-  // Offsets and job offsets: one block scan each over experts (E <= 1024
-  // after the host check; experts beyond the block are walked in chunks).
+  // 2. Column scans (earlier warps first), then offsets and jobs over experts.
   using Scan = cub::BlockScan<int32_t, kPlanThreads>;
   using Reduce = cub::BlockReduce<int32_t, kPlanThreads>;
   __shared__ union {
@@ -67,7 +81,14 @@ __global__ void __launch_bounds__(kPlanThreads) build_plan_kernel(const int32_t*
   int32_t local_max = 0;
   for (int32_t e0 = 0; e0 < num_experts; e0 += kPlanThreads) {
     const int32_t e = e0 + tid;
-    const int32_t c = e < num_experts ? count[e] : 0;
+    int32_t c = 0;
+    if (e < num_experts) {
+      for (int w = 0; w < kWarps; ++w) {
+        const int32_t n = warp_rows[w * num_experts + e];
+        warp_rows[w * num_experts + e] = c;
+        c += n;
+      }
+    }
     const int32_t tiles = (c + block_rows - 1) / block_rows;
     local_max = max(local_max, c);
     int32_t row_off, job_off, rows_total, jobs_total;
@@ -80,7 +101,7 @@ __global__ void __launch_bounds__(kPlanThreads) build_plan_kernel(const int32_t*
     if (e < num_experts) {
       plan.counts[e] = c;
       plan.offsets[e] = row_off;
-      base[e] = row_off;
+      offsets[e] = row_off;
       for (int32_t i = 0; i < tiles; ++i) {
         const int32_t rows = min(block_rows, c - i * block_rows);
         plan.jobs[job_off + i] = {e, row_off + i * block_rows, rows, tile_rows_for(rows, block_rows)};
@@ -100,31 +121,20 @@ __global__ void __launch_bounds__(kPlanThreads) build_plan_kernel(const int32_t*
     *plan.max_count = max_count;
     *plan.status = {kPlanOk, 0, 0, 0};
   }
-  __syncthreads();
 
-  // Stable scatter.
-  const uint32_t lanes_below = (1u << lane) - 1u;
-  for (int32_t round = 0; round * kPlanThreads < pairs; ++round) {
-    const int32_t p = round * kPlanThreads + tid;
-    const bool valid = p < pairs;
-    const int32_t e = valid ? ids[p] : -1;
+  // 3. Stable scatter, each warp over its own range again.
+  for (int32_t base = first; base < last; base += 32) {
+    const int32_t p = base + lane;
+    const int32_t e = p < last ? ids[p] : -1;
     const uint32_t same = __match_any_sync(0xFFFFFFFFu, e);
-    const int32_t rank_in_warp = __popc(same & lanes_below);
-    const bool leader = rank_in_warp == 0;
-    if (valid && leader) warp_count[warp * num_experts + e] = __popc(same);
-    __syncthreads();
-    if (valid) {
-      int32_t r = base[e] + rank_in_warp;
-      for (int w = 0; w < warp; ++w) r += warp_count[w * num_experts + e];
+    if (e >= 0) {
+      const int32_t r = offsets[e] + my_rows[e] + __popc(same & lanes_below);
       plan.sorted_src[r] = p;
       plan.inverse[p] = r;
     }
-    __syncthreads();
-    if (valid && leader) {
-      atomicAdd(&base[e], __popc(same));  // order-free: a sum
-      warp_count[warp * num_experts + e] = 0;
-    }
-    __syncthreads();
+    __syncwarp();
+    if (e >= 0 && (same & lanes_below) == 0) my_rows[e] += __popc(same);
+    __syncwarp();
   }
 }
 
