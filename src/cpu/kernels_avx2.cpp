@@ -11,46 +11,18 @@
 //   scale (exact). That yields 8 vectors whose element order defines
 //   kChunkOrder (kernels.hpp); each vector mixes two scale blocks (lanes 0-3
 //   and 4-7), hence the two scale vectors s02 and s13.
-#include <immintrin.h>
-
-#include <bit>
-#include <cstdint>
-#include <cstring>
-
-#include "cpu/kernels.hpp"
-#include "nvfp4moe/format.hpp"
-
-#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
-#define NVFP4MOE_HAVE_AVX2_KERNELS 1
-#endif
+#include "cpu/kernels_x86.hpp"
 
 namespace nvfp4moe::cpu {
 
-#ifdef NVFP4MOE_HAVE_AVX2_KERNELS
-
-#define NVFP4MOE_AVX2 __attribute__((target("avx2,fma")))
-#define NVFP4MOE_AVX2_INLINE __attribute__((target("avx2,fma"), always_inline)) inline
+#ifdef NVFP4MOE_HAVE_X86_KERNELS
 
 namespace {
 
-struct ByteTables {
-  alignas(32) uint8_t high[32];  // bits 15..8 of the BF16 pattern of e2m1 code c, twice (one per 128-bit lane)
-  alignas(32) uint8_t low[32];   // bits 7..0
-};
-
-const ByteTables& bf16_byte_tables() {
-  static const ByteTables tables = [] {
-    ByteTables t{};
-    for (int c = 0; c < 16; ++c) {
-      // E2M1 values have 2 significant bits: the F32 pattern is a BF16 one.
-      const uint32_t bits = std::bit_cast<uint32_t>(e2m1_to_float(static_cast<uint8_t>(c)));
-      t.high[c] = t.high[c + 16] = static_cast<uint8_t>(bits >> 24);
-      t.low[c] = t.low[c + 16] = static_cast<uint8_t>(bits >> 16);
-    }
-    return t;
-  }();
-  return tables;
-}
+using x86::bf16_byte_tables;
+using x86::ByteTables;
+using x86::convert_scales;
+using x86::lane_sum;
 
 struct Decoder {
   __m256i high, low, nibble_mask, odd_word_mask;
@@ -95,47 +67,6 @@ NVFP4MOE_AVX2_INLINE void decode_chunk(const Decoder& d, const uint8_t* codes, c
   w[5] = _mm256_mul_ps(_mm256_castsi256_ps(_mm256_and_si256(even13, d.odd_word_mask)), s13);
   w[6] = _mm256_mul_ps(_mm256_castsi256_ps(_mm256_slli_epi32(odd13, 16)), s13);
   w[7] = _mm256_mul_ps(_mm256_castsi256_ps(_mm256_and_si256(odd13, d.odd_word_mask)), s13);
-}
-
-// UE4M3 bytes -> F32 (count % 4 == 0), 8 at a time: the byte's 7 magnitude
-// bits shifted into place are the F32 pattern of value * 2^-120 (a denormal
-// when the UE4M3 exponent is 0, which keeps subnormal scales exact), and one
-// exact multiply restores the bias. Callers run under ScopedIeeeMode (no DAZ).
-// Returns the rejected-byte flag.
-NVFP4MOE_AVX2 bool convert_scales(const uint8_t* bytes, int64_t count, float* out) {
-  const __m256i magnitude_mask = _mm256_set1_epi32(0x7F);
-  const __m256 bias = _mm256_set1_ps(0x1p120f);
-  const __m256i nan_pattern = _mm256_set1_epi8(0x7F);
-  const __m256i smallest_negative = _mm256_set1_epi8(static_cast<char>(0x81));
-  __m256i bad = _mm256_setzero_si256();
-  int64_t i = 0;
-  for (; i + 32 <= count; i += 32) {
-    const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bytes + i));
-    bad = _mm256_or_si256(bad, _mm256_cmpeq_epi8(b, nan_pattern));
-    bad = _mm256_or_si256(bad, _mm256_cmpeq_epi8(_mm256_max_epu8(b, smallest_negative), b));
-  }
-  for (; i < count; ++i) {
-    if (bad_scale_byte(bytes[i])) bad = _mm256_set1_epi8(1);
-  }
-  for (i = 0; i + 8 <= count; i += 8) {
-    const __m256i raw = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(bytes + i)));
-    const __m256i shifted = _mm256_slli_epi32(_mm256_and_si256(raw, magnitude_mask), 20);
-    _mm256_storeu_ps(out + i, _mm256_mul_ps(_mm256_castsi256_ps(shifted), bias));
-  }
-  if (i < count) {
-    int32_t four;
-    std::memcpy(&four, bytes + i, 4);
-    const __m128i raw = _mm_cvtepu8_epi32(_mm_cvtsi32_si128(four));
-    const __m128i shifted = _mm_slli_epi32(_mm_and_si128(raw, _mm_set1_epi32(0x7F)), 20);
-    _mm_storeu_ps(out + i, _mm_mul_ps(_mm_castsi128_ps(shifted), _mm_set1_ps(0x1p120f)));
-  }
-  return !_mm256_testz_si256(bad, bad);
-}
-
-NVFP4MOE_AVX2_INLINE float lane_sum(__m256 a) {
-  const __m128 s = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));  // a_l + a_{l+4}
-  const __m128 t = _mm_add_ps(s, _mm_movehl_ps(s, s));                                     // s0 + s2, s1 + s3
-  return _mm_cvtss_f32(_mm_add_ss(t, _mm_shuffle_ps(t, t, 1)));
 }
 
 NVFP4MOE_AVX2 bool dequant_panel(const WeightRows& w, int rows, int64_t k0, int64_t kp, float* tile, int64_t ld) {

@@ -11,6 +11,4 @@ const Kernels& best_kernels() {
   return *best;
 }
 
-const Kernels* avx512_kernels() { return nullptr; }
-
 }  // namespace nvfp4moe::cpu
