@@ -25,6 +25,7 @@ namespace nvfp4moe {
 enum class DType : int32_t { kF32 = 0, kBF16 = 1 };
 enum class Schedule : int32_t { kCompact = 0, kRect = 1 };
 
+// "f32", "bf16"; "compact", "rect"; "unknown" for values outside the enums.
 const char* dtype_name(DType t);
 const char* schedule_name(Schedule s);
 
@@ -44,7 +45,7 @@ enum class Activation : int32_t {
   kSwiGLUOai = 1,  // gpt-oss: g = min(g, limit); u = clamp(u, -limit, limit);
                    // (u + 1) * g * sigmoid(swiglu_alpha * g)
 };
-const char* activation_name(Activation a);
+const char* activation_name(Activation a);  // "swiglu", "swiglu_oai"
 
 struct ActivationParams {
   Activation kind = Activation::kSwiGLU;
@@ -76,12 +77,28 @@ struct MoeLayerArgs {
 };
 
 // Validation shared by every backend: shapes, pointers, ids. Names the bad
-// argument and its value.
+// argument and its value. O(T * k): it reads ids but not the weights (their
+// scales can be tens of MB, more than a decode-size op reads, and may live
+// on a device). Checked: weight shapes (K % 64, sizes > 0, addressable) and
+// non-null codes/scales; dtype, activation kind and parameters (kSwiGLUOai:
+// finite swiglu_alpha, finite limit > 0); ids (validate_ids); x and y/out
+// non-null when T > 0. Layer: gate and up equal shapes (or gate_up with an
+// even row count 2F), down [E][H][F] with H = gate/up cols = width of x and
+// out, F = gate/up rows.
 Status validate_mul_mat_id(const MulMatIdArgs& a);
 Status validate_moe_layer(const MoeLayerArgs& a);
 
 // CPU backend. num_threads <= 0 means hardware concurrency. Runs over the
 // compact job list; alpha and the router weight are applied in the writeback.
+// Besides validate_*, the CPU ops check every alpha (finite, >= 0) and every
+// scale byte they decode (the routed experts' rows), and report a bad one
+// with validate_weights' message (kFormatError naming its position). On any
+// error the output's contents are unspecified. Results are bit-identical for
+// any thread count, schedule and instruction set (scalar, AVX2, AVX-512), and
+// a token's result does not depend on the other tokens of the batch.
+// Layer numerics in the writebacks: g = alpha_g * acc, u = alpha_u * acc (a
+// merged gate_up has one alpha for both halves), h = bf16(act(g, u)),
+// y[t][j] = (alpha_d * w[t][j]) * acc, out[t] = ((y[t][0] + y[t][1]) + ...).
 struct CpuOptions {
   int num_threads = 0;
   Schedule schedule = Schedule::kCompact;
@@ -90,7 +107,10 @@ Status mul_mat_id_cpu(const MulMatIdArgs& a, const CpuOptions& opt = {});
 Status moe_layer_cpu(const MoeLayerArgs& a, const CpuOptions& opt = {});
 
 // float64 references (single-threaded, straightforward loops) on the same
-// BF16-rounded activations. Output written as double.
+// BF16-rounded activations. Output written as double. They run validate_*
+// and validate_weights (a full scan) on every projection. The layer reference
+// rounds h to BF16 (through F32, as the backends do) before the down
+// projection, so only the accumulation order and precision differ.
 Status mul_mat_id_reference(const MulMatIdArgs& a, double* y);
 Status moe_layer_reference(const MoeLayerArgs& a, double* out);
 
@@ -99,6 +119,7 @@ float apply_activation(const ActivationParams& p, float gate, float up);
 double apply_activation_f64(const ActivationParams& p, double gate, double up);
 
 // NMSE = sum (y - ref)^2 / sum ref^2; NaN anywhere gives +inf (never passes).
+// n <= 0 gives 0; an all-zero ref gives 0 if y is all zero too, else +inf.
 double nmse(const float* y, const double* ref, int64_t n);
 
 }  // namespace nvfp4moe
