@@ -6,6 +6,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <new>
 #include <string>
 #include <utility>
 
@@ -108,7 +109,17 @@ struct UnfusedLayer {
 
 }  // namespace
 
+static Status run_case_cpu_unguarded(const BenchCase& c, int num_threads, BenchResult* out);
+
 Status run_case_cpu(const BenchCase& c, int num_threads, BenchResult* out) {
+  try {
+    return run_case_cpu_unguarded(c, num_threads, out);
+  } catch (const std::bad_alloc&) {
+    return make_status(StatusCode::kOutOfMemory, "out of host memory for the weights or activations");
+  }
+}
+
+static Status run_case_cpu_unguarded(const BenchCase& c, int num_threads, BenchResult* out) {
   if (out == nullptr) return invalid_argument("run_case_cpu: out is null");
   const Preset& p = c.preset;
   if (c.tokens < 1) return invalid_argument("tokens = ", c.tokens, " must be at least 1");

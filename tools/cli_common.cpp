@@ -114,6 +114,16 @@ Status resolve_device(Device requested, Device* out) {
   const int devices = nc::device_count();
   if (requested == Device::kAuto) {
     *out = devices > 0 ? Device::kCuda : Device::kCpu;
+#if defined(NVFP4MOE_WITH_CUDA)
+    // A GPU the kernels cannot run on (not sm_90) is no reason to fail.
+    if (devices > 0) {
+      const Status supported = nc::check_device_supported(0);
+      if (!supported.ok()) {
+        std::fprintf(stderr, "nvfp4moe: --device auto: using the CPU (%s)\n", supported.message().c_str());
+        *out = Device::kCpu;
+      }
+    }
+#endif
     return ok_status();
   }
   if (!nc::built_with_cuda()) {

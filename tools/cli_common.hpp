@@ -56,7 +56,8 @@ CpuFacts cpu_facts();
 
 enum class Device { kAuto, kCpu, kCuda };
 Status parse_device(const std::string& text, Device* out);
-// kAuto becomes kCuda when a device is present, else kCpu. kCuda without a
+// kAuto becomes kCuda when a device is present (and, in CUDA builds, one the
+// kernels support), else kCpu. kCuda without a
 // device (or without CUDA in the build) is an error saying which.
 Status resolve_device(Device requested, Device* out);
 

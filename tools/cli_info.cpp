@@ -30,6 +30,10 @@ int run_info() {
     std::printf("  [%d] %s, sm_%d%d, %d SMs, L2 %lld MiB, %.1f GiB\n", i, d.name.c_str(), d.cc_major, d.cc_minor,
                 d.num_sms, static_cast<long long>(d.l2_bytes >> 20),
                 static_cast<double>(d.global_mem_bytes) / (1024.0 * 1024.0 * 1024.0));
+#if defined(NVFP4MOE_WITH_CUDA)
+    const Status supported = nc::check_device_supported(i);
+    std::printf("      kernels: %s\n", supported.ok() ? "supported" : supported.message().c_str());
+#endif
   }
   return 0;
 }

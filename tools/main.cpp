@@ -1,6 +1,9 @@
 // The `nvfp4moe` command-line tool. Each subcommand lives in tools/cli_*.cpp.
 #include <CLI/CLI.hpp>
 
+#include <exception>
+#include <new>
+#include <string>
 #include <vector>
 
 #include "cli_common.hpp"
@@ -17,7 +20,17 @@ int main(int argc, char** argv) {
       cli::add_quantize_command(app),
   };
   CLI11_PARSE(app, argc, argv);
-  for (const cli::Command& c : commands)
-    if (c.app->parsed()) return c.run();
+  for (const cli::Command& c : commands) {
+    if (!c.app->parsed()) continue;
+    // Commands report errors as Status; an allocation that fails outside the
+    // library's checks (huge --tokens, say) still ends in a message, not abort().
+    try {
+      return c.run();
+    } catch (const std::bad_alloc&) {
+      return cli::fail(c.app->get_name(), "out of memory (try fewer tokens, a smaller preset or fewer layers)");
+    } catch (const std::exception& e) {
+      return cli::fail(c.app->get_name(), std::string("unexpected error: ") + e.what());
+    }
+  }
   return cli::kExitFailure;
 }

@@ -432,3 +432,42 @@ def test_quantize_rejects_an_unknown_output_format(cli, tmp_path, rng):
     proc = cli("quantize", ckpt, tmp_path / "q.gguf", "--layers", "5", ok=False)
     assert "--layers 5" in proc.stderr
     assert not (tmp_path / "q.gguf").exists()
+
+
+# ---- CUDA (skipped without a supported device) -----------------------------------
+
+
+def test_cuda_paths_match_the_cpu(cli, tmp_path, rng):
+    info = cli("info").stdout
+    if "cuda backend: built" not in info or "kernels: supported" not in info:
+        pytest.skip("no CUDA device the kernels support")
+    path = tmp_path / "m.gguf"
+    write_gguf_model(path, rng)
+    T = 9
+    arrays = {"x": rng.standard_normal((T, H)).astype(np.float32),
+              "xs": rng.standard_normal((T, K_TOP, F)).astype(np.float32),
+              "ids": random_ids(rng, T, K_TOP, E),
+              "w": rng.uniform(0.1, 1, (T, K_TOP)).astype(np.float32)}
+    for name, arr in arrays.items():
+        np.save(tmp_path / f"{name}.npy", arr)
+    g = f"{path}:blk.{LAYER}."
+    commands = {
+        "gate": ["matmul-id", "-w", g + "ffn_gate_exps.weight", "--scale", g + "ffn_gate_exps.scale",
+                 "-x", tmp_path / "x.npy", "--ids", tmp_path / "ids.npy"],
+        "down_per_slot_rect": ["matmul-id", "-w", g + "ffn_down_exps.weight", "-x", tmp_path / "xs.npy",
+                               "--ids", tmp_path / "ids.npy", "--schedule", "rect"],
+        "layer": ["run", "-m", path, "-l", LAYER, "-x", tmp_path / "x.npy", "--ids", tmp_path / "ids.npy",
+                  "--route-weights", tmp_path / "w.npy"],
+        "layer_router": ["run", "-m", path, "-l", LAYER, "-x", tmp_path / "x.npy"],
+    }
+    for name, args in commands.items():
+        cli(*args, "--device", "cpu", "-o", tmp_path / f"{name}.cpu.npy")
+        cli(*args, "--device", "cuda", "-o", tmp_path / f"{name}.cuda.npy")
+        cpu, gpu = np.load(tmp_path / f"{name}.cpu.npy"), np.load(tmp_path / f"{name}.cuda.npy")
+        assert cpu.shape == gpu.shape, name
+        nmse = np.sum((gpu.astype(np.float64) - cpu) ** 2) / np.sum(cpu.astype(np.float64) ** 2)
+        assert nmse < 1e-5, (name, nmse)  # same BF16 inputs, FP32 sums in another order
+    cli(*commands["layer"], "--device", "cuda", "--unfused", "-o", tmp_path / "unfused.npy")
+    unfused = np.load(tmp_path / "unfused.npy")
+    cpu = np.load(tmp_path / "layer.cpu.npy")
+    assert np.sum((unfused.astype(np.float64) - cpu) ** 2) / np.sum(cpu.astype(np.float64) ** 2) < 1e-5
