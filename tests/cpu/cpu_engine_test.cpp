@@ -21,6 +21,10 @@
 // NMSE >= 1e-3.
 #include <gtest/gtest.h>
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <xmmintrin.h>
+#endif
+
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -234,6 +238,31 @@ TEST(CpuMulMatId, TokenResultDoesNotDependOnTheBatch) {
     ASSERT_TRUE(mul_mat_id_cpu(a).ok());
     for (int64_t i = 0; i < c.k * c.N; ++i) ASSERT_EQ(y[i], d.y[t * c.k * c.N + i]) << "token " << t << " i " << i;
   }
+}
+
+TEST(CpuMulMatId, SubnormalScalesAndCallerFtzDazMode) {
+  // UE4M3 bytes 0x01..0x07 are subnormal scales (m * 2^-9). The vector scale
+  // decoder goes through F32 denormals, so it must not see the caller's
+  // flush-to-zero / denormals-are-zero mode; neither may the accumulation.
+  std::mt19937_64 rng(test_seed());
+  MatmulCase c;
+  c.T = 30;
+  MatmulData d = make_matmul(rng, c);
+  for (size_t i = 0; i < d.w.scales.size(); i += 3) d.w.scales[i] = static_cast<uint8_t>(1 + i % 7);
+  expect_matches_reference(c, d);
+  const std::vector<float> ieee = d.y;
+#if defined(__x86_64__) || defined(__i386__)
+  const unsigned saved = _mm_getcsr();
+  _mm_setcsr(saved | 0x8040u);  // FTZ | DAZ, as -ffast-math start-up code sets
+  testing::poison(d.y);
+  // One thread: the caller's own thread (whose mode is set here) does the work.
+  const Status s = mul_mat_id_cpu(d.args(c), CpuOptions{1});
+  const unsigned during = _mm_getcsr();
+  _mm_setcsr(saved);
+  ASSERT_TRUE(s.ok()) << s.to_string();
+  EXPECT_EQ(during, saved | 0x8040u) << "the caller's mode must be restored";
+  EXPECT_TRUE(bitwise_equal(d.y, ieee));
+#endif
 }
 
 TEST(CpuMulMatId, ZeroTokensIsANoOp) {
