@@ -33,31 +33,69 @@ __device__ __forceinline__ void store4(const GemmParams& p, int64_t row, int64_t
   }
 }
 
-// Called by all threads of both consumer warpgroups (num_threads) once the
-// tile is in shared memory. tile_stride: floats between token rows.
-template <int kBlockT>
-__device__ __forceinline__ void epilogue_store(const GemmParams& p, const WorkTile& w, const float* tile,
-                                               int tile_stride, int thread, int num_threads) {
-  const bool swiglu = p.epilogue == EpilogueKind::kSwiGLU;
-  const int groups = swiglu ? 64 / 4 : kBlockN / 4;  // float4 groups per token row
-  const int64_t col0 = swiglu ? int64_t(w.n_tile) * 64 : int64_t(w.n_tile) * kBlockN;
-  const int64_t out_cols = swiglu ? p.n / 2 : p.n;
-  for (int item = thread; item < w.num_rows * groups; item += num_threads) {
-    const int tr = item / groups, c = (item % groups) * 4;
-    if (col0 + c >= out_cols) continue;
+// Where each token row of the tile goes, and its router weight, looked up
+// once per tile (one load per row, all in flight together) so the store
+// loop below touches only shared memory and the output.
+struct EpilogueRows {
+  int64_t out_row;
+  float route_w;
+};
+
+__device__ __forceinline__ void epilogue_fill_rows(const GemmParams& p, const WorkTile& w, EpilogueRows* rows,
+                                                   int thread, int num_threads) {
+  for (int tr = thread; tr < w.num_rows; tr += num_threads) {
     const int32_t r = w.row_begin + tr;
-    const float* src = tile + tr * tile_stride + c;
-    float4 v = *reinterpret_cast<const float4*>(src);
-    if (swiglu) {
-      const float4 u = *reinterpret_cast<const float4*>(src + 64);
-      v = {activation(p.act, v.x, u.x), activation(p.act, v.y, u.y), activation(p.act, v.z, u.z),
-           activation(p.act, v.w, u.w)};
+    rows[tr] = {map_row(p.y_map, p.sorted_src, p.top_k, r), p.route_w ? p.route_w[p.sorted_src[r]] : 1.0f};
+  }
+}
+
+// SwiGLU on four adjacent features, then the router weight. The one place
+// that turns scaled accumulators into an output value (tiles and the split-K
+// reduction both call it).
+__device__ __forceinline__ float4 finish4(const GemmParams& p, float4 v, const float4* up, float route_w) {
+  if (p.epilogue == EpilogueKind::kSwiGLU) {
+    v = {activation(p.act, v.x, up->x), activation(p.act, v.y, up->y), activation(p.act, v.z, up->z),
+         activation(p.act, v.w, up->w)};
+  }
+  if (p.route_w != nullptr) v = {v.x * route_w, v.y * route_w, v.z * route_w, v.w * route_w};
+  return v;
+}
+
+// Column of gate feature f in the interleaved gate_up layout (64-row blocks
+// alternate gate, up); up is 64 columns further.
+__device__ __forceinline__ int64_t gate_column(int64_t f) { return (f / 64) * 128 + f % 64; }
+
+// Called by all threads of the consumer warpgroups (num_threads) once the
+// tile and its row table are in shared memory. tile_stride: floats between
+// token rows. With split K the tile goes, raw, to the partial-sum buffer.
+template <int kChunks>
+__device__ __forceinline__ void epilogue_store(const GemmParams& p, const WorkTile& w, const float* tile,
+                                               int tile_stride, const EpilogueRows* rows, int thread,
+                                               int num_threads) {
+  constexpr int kTileRows = 64 * kChunks;
+  if (p.k_splits > 1) {
+    float* part = p.partial + int64_t(w.k_split) * p.sorted_rows * p.n;
+    const int64_t col0 = int64_t(w.n_tile) * kTileRows;
+    for (int item = thread; item < w.num_rows * (kTileRows / 4); item += num_threads) {
+      const int tr = item / (kTileRows / 4), c = (item % (kTileRows / 4)) * 4;
+      if (col0 + c >= p.n) continue;
+      *reinterpret_cast<float4*>(part + int64_t(w.row_begin + tr) * p.n + col0 + c) =
+          *reinterpret_cast<const float4*>(tile + tr * tile_stride + c);
     }
-    if (p.route_w != nullptr) {
-      const float rw = p.route_w[p.sorted_src[r]];
-      v = {v.x * rw, v.y * rw, v.z * rw, v.w * rw};
-    }
-    store4(p, map_row(p.y_map, p.sorted_src, p.top_k, r), col0 + c, v);
+    return;
+  }
+  const bool swiglu = p.epilogue == EpilogueKind::kSwiGLU;
+  const int out_tile = swiglu ? kTileRows / 2 : kTileRows;  // output columns of this tile
+  const int64_t col0 = int64_t(w.n_tile) * out_tile;
+  const int64_t out_cols = swiglu ? p.n / 2 : p.n;
+  for (int item = thread; item < w.num_rows * (out_tile / 4); item += num_threads) {
+    const int tr = item / (out_tile / 4), c = (item % (out_tile / 4)) * 4;
+    if (col0 + c >= out_cols) continue;
+    const float* src = tile + tr * tile_stride + (swiglu ? gate_column(c) : c);
+    const EpilogueRows row = rows[tr];
+    const float4 v = finish4(p, *reinterpret_cast<const float4*>(src), reinterpret_cast<const float4*>(src + 64),
+                             row.route_w);
+    store4(p, row.out_row, col0 + c, v);
   }
 }
 

@@ -23,8 +23,6 @@ enum class EpilogueKind : int32_t {
   kSwiGLU = 1,  // tile rows = (gate block, up block): y = act(alpha * g, alpha_up * u)
 };
 
-inline constexpr int kBlockN = 128;  // weight rows per tile: two 64-row chunks, one per consumer warpgroup
-
 struct GemmParams {
   // Weights in the sm90 packed layout, [E][n / 64][k / 64] chunks.
   const uint8_t* w_packed = nullptr;
@@ -56,10 +54,18 @@ struct GemmParams {
   EpilogueKind epilogue = EpilogueKind::kStore;
   ActivationParams act;
 
+  // Split K (narrow tiles only): k_splits > 1 writes raw FP32 partial sums to
+  // partial [k_splits][T*k compact rows][n]; reduce_split_k then adds them in
+  // split order and runs the epilogue. Deterministic, schedule-independent.
+  int32_t k_splits = 1;
+  float* partial = nullptr;
+  int64_t sorted_rows = 0;  // T*k
+
+  // Output tiles along N for a kernel whose tile covers 64 * chunks rows.
 #if defined(__CUDACC__)
   __host__ __device__
 #endif
-  int32_t n_tiles() const { return (n + kBlockN - 1) / kBlockN; }
+  int32_t n_tiles(int chunks) const { return (n + 64 * chunks - 1) / (64 * chunks); }
 };
 
 }  // namespace nvfp4moe::cuda

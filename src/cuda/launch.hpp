@@ -15,7 +15,18 @@ namespace nvfp4moe::cuda {
 inline constexpr int32_t kBlockTNarrow = 32;
 inline constexpr int32_t kBlockTWide = 128;
 
+// The grouped GEMM, and with p.k_splits > 1 the split-K reduction after it.
 Status launch_grouped_gemm(const GemmParams& p, int32_t block_t, int num_sms, cudaStream_t stream);
+Status launch_reduce_split_k(const GemmParams& p, int num_sms, cudaStream_t stream);
+
+// Host policy: how many K splits a narrow-tile GEMM uses so that the number
+// of work items reaches about two per SM. A function of shapes only (never of
+// the routing), so a given call always sums in the same order. Worked
+// example, qwen3 gate_up at T = 1 (k = 8, N = 1536, K = 2048, 132 SMs): at
+// most 8 jobs x 6 N tiles = 48 items -> ceil(264 / 48) = 6 splits of 6 or 5
+// K blocks; at T = 16 (<= 128 jobs x 6 = 768 items) -> 1.
+int32_t choose_k_splits(int64_t num_tokens, int64_t top_k, int64_t num_experts, int64_t n, int64_t k,
+                        int32_t block_t, int num_sms);
 
 Status launch_build_plan(const int32_t* ids, int64_t num_tokens, int64_t top_k, int64_t num_experts,
                          int32_t block_rows, const DevicePlan& plan, cudaStream_t stream);

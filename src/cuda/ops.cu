@@ -180,7 +180,7 @@ struct Context::Impl {
   DeviceBuffer counts, offsets, sorted_src, inverse, jobs, scalars;  // scalars: num_jobs, max_count, status
   int64_t plan_tokens = 0, plan_top_k = 0, plan_experts = 0;
   int32_t plan_block_rows = 0;
-  DeviceBuffer x_bf16, h_bf16, y_f32, gu_f32;
+  DeviceBuffer x_bf16, h_bf16, y_f32, gu_f32, partial_f32;
 
   DevicePlan plan() const {
     int32_t* s = scalars.as<int32_t>();
@@ -236,6 +236,11 @@ Status Context::reserve(int64_t num_tokens, int64_t top_k, int64_t num_experts, 
   NVFP4MOE_RETURN_IF_ERROR(m.grow(&m.h_bf16, sizeof(uint16_t) * pairs * max_cols, nullptr, "h_bf16"));
   NVFP4MOE_RETURN_IF_ERROR(m.grow(&m.y_f32, sizeof(float) * pairs * max_cols, nullptr, "y_f32"));
   NVFP4MOE_RETURN_IF_ERROR(m.grow(&m.gu_f32, sizeof(float) * pairs * 2 * max_cols, nullptr, "gu_f32"));
+  // Split K runs only while items = jobs * n_tiles < 2 * SMs (choose_k_splits),
+  // so splits * rows * n <= 2 * SMs * 256 * 32 + rows * n with rows <= 2 * SMs * 32.
+  const int64_t split_rows = std::min<int64_t>(pairs, 2 * int64_t(m.num_sms) * 32);
+  const int64_t partial = 2 * int64_t(m.num_sms) * 256 * 32 + split_rows * 2 * max_cols;
+  NVFP4MOE_RETURN_IF_ERROR(m.grow(&m.partial_f32, sizeof(float) * partial, nullptr, "partial_f32"));
   return ok_status();
 }
 
@@ -327,9 +332,13 @@ Status activations_bf16(Context::Impl& m, const void* x, DType dtype, int64_t el
   return ok_status();
 }
 
-GemmParams gemm_params(const Context::Impl& m, const DeviceExpertWeights& w, Schedule schedule, int32_t block_t) {
+// Params shared by every GEMM of the current plan; sizes the split-K
+// workspace when the shape asks for splits.
+Status gemm_params(Context::Impl& m, const DeviceExpertWeights& w, Schedule schedule, int32_t block_t,
+                   cudaStream_t stream, GemmParams* out) {
   const DevicePlan d = m.plan();
-  GemmParams p;
+  GemmParams& p = *out;
+  p = GemmParams{};
   p.w_packed = w.packed.as<uint8_t>();
   p.alpha = w.alpha.as<float>();
   p.alpha_up = w.alpha_up.as<float>();
@@ -344,7 +353,14 @@ GemmParams gemm_params(const Context::Impl& m, const DeviceExpertWeights& w, Sch
   p.offsets = d.offsets;
   p.schedule = schedule;
   p.rect_tiles_per_expert = int32_t((m.plan_tokens + block_t - 1) / block_t);
-  return p;
+  p.sorted_rows = m.plan_tokens * m.plan_top_k;
+  p.k_splits = choose_k_splits(m.plan_tokens, m.plan_top_k, w.num_experts, w.rows, w.cols, block_t, m.num_sms);
+  if (p.k_splits > 1) {
+    NVFP4MOE_RETURN_IF_ERROR(
+        m.grow(&m.partial_f32, sizeof(float) * p.k_splits * p.sorted_rows * w.rows, stream, "partial_f32"));
+    p.partial = m.partial_f32.as<float>();
+  }
+  return ok_status();
 }
 
 }  // namespace
@@ -369,7 +385,8 @@ Status mul_mat_id(Context& ctx, const CudaMulMatIdArgs& a, Stream stream) {
   const int64_t x_rows = a.x_per_slot ? a.num_tokens * a.top_k : a.num_tokens;
   const uint16_t* x = nullptr;
   NVFP4MOE_RETURN_IF_ERROR(activations_bf16(m, a.x, a.x_dtype, x_rows * w.cols, stream, &x));
-  GemmParams p = gemm_params(m, w, a.schedule, block_t);
+  GemmParams p;
+  NVFP4MOE_RETURN_IF_ERROR(gemm_params(m, w, a.schedule, block_t, stream, &p));
   p.x = x;
   p.x_stride = w.cols;
   p.x_map = a.x_per_slot ? RowMap::kPair : RowMap::kToken;
@@ -398,11 +415,12 @@ Status moe_layer(Context& ctx, const CudaMoeLayerArgs& a, Stream stream) {
   NVFP4MOE_RETURN_IF_ERROR(m.grow(&m.h_bf16, sizeof(uint16_t) * pairs * F, stream, "h_bf16"));
   NVFP4MOE_RETURN_IF_ERROR(m.grow(&m.y_f32, sizeof(float) * pairs * H, stream, "y_f32"));
 
-  GemmParams gu = gemm_params(m, L.gate_up, a.schedule, block_t);
+  GemmParams gu, down;
+  NVFP4MOE_RETURN_IF_ERROR(gemm_params(m, L.gate_up, a.schedule, block_t, stream, &gu));
+  NVFP4MOE_RETURN_IF_ERROR(gemm_params(m, L.down, a.schedule, block_t, stream, &down));
   gu.x = x;
   gu.x_stride = H;
   gu.x_map = RowMap::kToken;
-  GemmParams down = gemm_params(m, L.down, a.schedule, block_t);
   down.x = m.h_bf16.as<uint16_t>();
   down.x_stride = F;
   down.y = m.y_f32.get();

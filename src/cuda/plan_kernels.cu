@@ -21,11 +21,13 @@ namespace nvfp4moe::cuda {
 
 __global__ void __launch_bounds__(kPlanThreads) build_plan_kernel(const int32_t* ids, int32_t num_tokens,
                                                                    int32_t top_k, int32_t num_experts,
-                                                                   int32_t block_rows, DevicePlan plan) {
+                                                                   int32_t block_rows, bool stage_ids,
+                                                                   DevicePlan plan) {
   constexpr int kWarps = kPlanThreads / 32;
   extern __shared__ int32_t smem[];
   int32_t* offsets = smem;                   // [E]
   int32_t* warp_rows = smem + num_experts;   // [kWarps][E]: counts, then prefixes, then running ranks
+  int32_t* staged = smem + (kWarps + 1) * num_experts;  // [T*k] when stage_ids
   __shared__ int32_t bad_pair;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const uint32_t lanes_below = (1u << lane) - 1u;
@@ -37,6 +39,14 @@ __global__ void __launch_bounds__(kPlanThreads) build_plan_kernel(const int32_t*
 
   for (int i = tid; i < (kWarps + 1) * num_experts; i += kPlanThreads) smem[i] = 0;
   if (tid == 0) bad_pair = INT32_MAX;
+  // Both passes read every id, some several times (the repeat check): one
+  // coalesced copy into shared memory, loads all in flight, beats two
+  // dependent walks over global memory.
+  if (stage_ids) {
+#pragma unroll 8
+    for (int32_t i = tid; i < pairs; i += kPlanThreads) staged[i] = ids[i];
+    ids = staged;
+  }
   __syncthreads();
 
   // 1. Validate and count.
@@ -140,10 +150,14 @@ __global__ void __launch_bounds__(kPlanThreads) build_plan_kernel(const int32_t*
 
 Status launch_build_plan(const int32_t* ids, int64_t num_tokens, int64_t top_k, int64_t num_experts,
                          int32_t block_rows, const DevicePlan& plan, cudaStream_t stream) {
-  const size_t smem = plan_smem_bytes(num_experts);
-  NVFP4MOE_CUDA_TRY(cudaFuncSetAttribute(build_plan_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  size_t smem = plan_smem_bytes(num_experts);
+  const size_t staged_bytes = sizeof(int32_t) * size_t(num_tokens * top_k);
+  const bool stage_ids = smem + staged_bytes <= kPlanMaxSmemBytes;
+  if (stage_ids) smem += staged_bytes;
+  NVFP4MOE_CUDA_TRY(cudaFuncSetAttribute(build_plan_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         int(kPlanMaxSmemBytes)));
   build_plan_kernel<<<1, kPlanThreads, smem, stream>>>(ids, int32_t(num_tokens), int32_t(top_k),
-                                                       int32_t(num_experts), block_rows, plan);
+                                                       int32_t(num_experts), block_rows, stage_ids, plan);
   NVFP4MOE_CUDA_CHECK_LAUNCH("build_plan_kernel");
   return ok_status();
 }

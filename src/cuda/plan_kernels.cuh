@@ -35,8 +35,11 @@ inline int64_t max_jobs(int64_t pairs, int64_t num_experts, int64_t block_rows) 
 // One CTA of kPlanThreads; dynamic shared memory plan_smem_bytes(E).
 inline constexpr int kPlanThreads = 1024;
 inline size_t plan_smem_bytes(int64_t num_experts) { return sizeof(int32_t) * (kPlanThreads / 32 + 1) * num_experts; }
+// The ids are staged in shared memory when they fit beside the counters
+// (T*k up to ~48K pairs at E = 128).
+inline constexpr size_t kPlanMaxSmemBytes = 200 * 1024;
 
 __global__ void build_plan_kernel(const int32_t* ids, int32_t num_tokens, int32_t top_k, int32_t num_experts,
-                                  int32_t block_rows, DevicePlan plan);
+                                  int32_t block_rows, bool stage_ids, DevicePlan plan);
 
 }  // namespace nvfp4moe::cuda

@@ -20,6 +20,7 @@ namespace nvfp4moe::cuda {
 
 struct WorkTile {
   int32_t expert, row_begin, num_rows, tile_rows, n_tile;
+  int32_t k_split, k_begin, k_end;  // K range in 64-wide blocks
 };
 
 // job_tile_rows() of plan.hpp, on the device: the wgmma width of a tile is
@@ -31,16 +32,20 @@ __host__ __device__ __forceinline__ int32_t tile_rows_for(int32_t num_rows, int3
   return t < block_rows ? t : block_rows;
 }
 
-template <int kBlockT>
+// Items are (row tile, N tile, K split), the split fastest: the splits of
+// one output tile and then its neighbours along N share the activation rows.
+template <int kBlockT, int kConsumers>
 struct TileScheduler {
   const GemmParams& p;
   int32_t n_tiles;
+  int32_t per_row_tile;  // n_tiles * k_splits
   int32_t total;
   int32_t next;
 
-  __device__ explicit TileScheduler(const GemmParams& params) : p(params), n_tiles(params.n_tiles()) {
-    total = p.schedule == Schedule::kCompact ? *p.num_jobs * n_tiles
-                                             : p.num_experts * p.rect_tiles_per_expert * n_tiles;
+  __device__ explicit TileScheduler(const GemmParams& params)
+      : p(params), n_tiles(params.n_tiles(kConsumers)), per_row_tile(n_tiles * params.k_splits) {
+    total = p.schedule == Schedule::kCompact ? *p.num_jobs * per_row_tile
+                                             : p.num_experts * p.rect_tiles_per_expert * per_row_tile;
     next = blockIdx.x;
   }
 
@@ -48,17 +53,20 @@ struct TileScheduler {
     while (next < total) {
       const int32_t item = next;
       next += gridDim.x;
+      const int32_t rest = item % per_row_tile;
+      const int32_t n_tile = rest / p.k_splits, split = rest % p.k_splits;
+      const int32_t k_blocks = p.k / 64, per_split = (k_blocks + p.k_splits - 1) / p.k_splits;
+      const int32_t k_begin = split * per_split, k_end = min(k_blocks, k_begin + per_split);
       if (p.schedule == Schedule::kCompact) {
-        const ExpertJob job = p.jobs[item / n_tiles];
-        w = {job.expert, job.row_begin, job.num_rows, job.tile_rows, item % n_tiles};
+        const ExpertJob job = p.jobs[item / per_row_tile];
+        w = {job.expert, job.row_begin, job.num_rows, job.tile_rows, n_tile, split, k_begin, k_end};
         return true;
       }
-      const int32_t per_expert = p.rect_tiles_per_expert * n_tiles;
-      const int32_t e = item / per_expert;
-      const int32_t tile = (item % per_expert) / n_tiles;
+      const int32_t e = item / (p.rect_tiles_per_expert * per_row_tile);
+      const int32_t tile = (item / per_row_tile) % p.rect_tiles_per_expert;
       const int32_t rows = min(kBlockT, p.counts[e] - tile * kBlockT);
-      if (rows <= 0) continue;
-      w = {e, p.offsets[e] + tile * kBlockT, rows, tile_rows_for(rows, kBlockT), item % n_tiles};
+      if (rows <= 0) continue;  // the rectangular grid's empty tile
+      w = {e, p.offsets[e] + tile * kBlockT, rows, tile_rows_for(rows, kBlockT), n_tile, split, k_begin, k_end};
       return true;
     }
     return false;

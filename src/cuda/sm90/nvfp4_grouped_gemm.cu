@@ -1,5 +1,7 @@
 // Instances and launcher of the sm90 grouped GEMM. The one dispatch point
 // from a runtime token-tile height to a compiled kernel.
+#include <algorithm>
+
 #include "cuda/check.hpp"
 #include "cuda/launch.hpp"
 #include "cuda/sm90/nvfp4_grouped_gemm.cuh"
@@ -11,18 +13,37 @@ template <int kBlockT>
 Status launch_sm90(const GemmParams& p, int num_sms, cudaStream_t stream) {
   auto kernel = sm90::nvfp4_grouped_gemm_kernel<kBlockT>;
   constexpr size_t smem = sm90::smem_bytes<kBlockT>();
+  constexpr int kChunks = sm90::TileConfig<kBlockT>::kConsumers;
   NVFP4MOE_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   int64_t grid = num_sms;  // compact: persistent, one CTA per SM
-  if (p.schedule == Schedule::kRect) grid = int64_t(p.num_experts) * p.rect_tiles_per_expert * p.n_tiles();
+  if (p.schedule == Schedule::kRect)
+    grid = int64_t(p.num_experts) * p.rect_tiles_per_expert * p.n_tiles(kChunks) * p.k_splits;
   if (grid <= 0) return ok_status();
   if (grid > INT32_MAX)
     return make_status(StatusCode::kOutOfRange, "rect schedule grid of ", grid, " CTAs exceeds the launch limit");
-  kernel<<<dim3(uint32_t(grid)), dim3(sm90::kThreads), smem, stream>>>(p);
+  kernel<<<dim3(uint32_t(grid)), dim3(sm90::threads<kBlockT>()), smem, stream>>>(p);
   NVFP4MOE_CUDA_CHECK_LAUNCH("nvfp4_grouped_gemm_kernel");
+  if (p.k_splits > 1) return launch_reduce_split_k(p, num_sms, stream);
   return ok_status();
 }
 
 }  // namespace
+
+int32_t choose_k_splits(int64_t num_tokens, int64_t top_k, int64_t num_experts, int64_t n, int64_t k,
+                        int32_t block_t, int num_sms) {
+  if (block_t != kBlockTNarrow) return 1;
+  constexpr int kChunks = sm90::TileConfig<kBlockTNarrow>::kConsumers;
+  constexpr int64_t kMinBlocksPerSplit = 4;
+  const int64_t jobs = std::min(num_experts, num_tokens * top_k);  // at most one narrow job per routed row
+  const int64_t items = jobs * ((n + 64 * kChunks - 1) / (64 * kChunks));
+  const int64_t k_blocks = k / 64;
+  int64_t splits = std::min((2 * int64_t(num_sms) + items - 1) / std::max<int64_t>(items, 1),
+                            std::max<int64_t>(k_blocks / kMinBlocksPerSplit, 1));
+  splits = std::max<int64_t>(splits, 1);
+  // No empty split: with per = ceil(k_blocks / splits), use ceil(k_blocks / per).
+  const int64_t per = (k_blocks + splits - 1) / splits;
+  return int32_t((k_blocks + per - 1) / per);
+}
 
 Status launch_grouped_gemm(const GemmParams& p, int32_t block_t, int num_sms, cudaStream_t stream) {
   switch (block_t) {

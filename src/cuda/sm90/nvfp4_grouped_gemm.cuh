@@ -1,18 +1,23 @@
 // sm90 grouped GEMM: NVFP4 weights x BF16 activations on wgmma.
 //
-// Roles (one CTA = 2 consumer warpgroups + 1 producer warpgroup, 384
-// threads; setmaxnreg moves registers from the producer to the consumers):
-//   producer  (warps 8-11): per 64-wide K step, one thread bulk-copies the
-//             two 2304-byte weight chunks of the tile; all 128 threads gather
-//             the activation rows of the tile with cp.async through the
+// Roles (one CTA = kConsumers consumer warpgroups + 1 producer warpgroup;
+// setmaxnreg moves registers from the producer to the consumers):
+//   producer  (last warpgroup): per 64-wide K step, one thread bulk-copies
+//             the tile's 2304-byte weight chunks; all 128 threads gather the
+//             activation rows of the tile with cp.async through the
 //             permutation (no permuted copy of X exists), 128-byte swizzled.
-//   consumers (warps 0-3, 4-7): each warpgroup owns one 64-row weight chunk. It loads its A
+//   consumers (first kConsumers warpgroups): each owns one 64-row weight
+//             chunk of the tile (tile height kBlockN = 64 * kConsumers). It loads its A
 //             fragment (16 B codes + 8 B scales), dequantizes it in registers
 //             (dequant.cuh) and issues wgmma m64 x kBlockT x k16 with the
 //             activation tile as B. A is double-buffered in registers so the
 //             dequant of step k+1 overlaps the tensor-core work of step k.
 // The weights are the wgmma M dimension and the tokens its N dimension
 // ("swap AB"), so a tile can be as narrow as the routed rows need.
+// Configurations (TileConfig): kBlockT = 128 (prefill) runs 2 consumers,
+// MMA-bound; kBlockT = 32 (decode, middle) runs 4 consumers, so twice the
+// warps dequantize and stream weights per SM, and may split K (k_splits)
+// when there are too few tiles to fill the GPU.
 // Epilogue (epilogue.cuh): accumulators -> alpha -> shared memory,
 // transposed -> vector stores. Schedule: scheduler.cuh.
 #pragma once
@@ -31,40 +36,48 @@
 
 namespace nvfp4moe::cuda::sm90 {
 
-// NOTES: each of the 4 SM sub-partitions has 16K registers, so 3 warps of
-// 224 registers (a 288-thread CTA) do not fit; setmaxnreg rebalances the
-// 384-thread CTA (producer 40, consumers 232) within the same budget.
-inline constexpr int kConsumerThreads = 256;
 inline constexpr int kProducerThreads = 128;
-inline constexpr int kThreads = kConsumerThreads + kProducerThreads;
-inline constexpr int kProducerRegs = 40;
-inline constexpr int kConsumerRegs = 232;
+inline constexpr int kProducerRegs = 56;
 inline constexpr int kKStep = 64;  // K per pipeline stage = one chunk
 inline constexpr int kMinMmaWidth = 32;
 
-template <int kBlockT, int kStages>
+// kBlockT -> consumers, pipeline depth and consumer registers. NOTES: each of
+// the 4 SM sub-partitions holds 16K registers and one warp of every
+// warpgroup: 56 (producer) + kConsumers * kConsumerRegs <= 512.
+template <int kBlockT>
+struct TileConfig;
+template <> struct TileConfig<32> {
+  static constexpr int kConsumers = 4, kStages = 10, kConsumerRegs = 112;
+};
+template <> struct TileConfig<128> {
+  static constexpr int kConsumers = 2, kStages = 4, kConsumerRegs = 224;
+};
+
+template <int kBlockT>
 struct SharedStorage {
+  using Config = TileConfig<kBlockT>;
+  static constexpr int kStages = Config::kStages;
+  static constexpr int kTileRows = 64 * Config::kConsumers;
   struct alignas(1024) Stage {
-    uint16_t x[kBlockT * kKStep];                 // [token][64] BF16, 128-byte swizzle
-    uint8_t w[2][kSm90ChunkBytes];                // the two weight chunks of the tile
+    uint16_t x[kBlockT * kKStep];                         // [token][64] BF16, 128-byte swizzle
+    uint8_t w[Config::kConsumers][kSm90ChunkBytes];       // the tile's weight chunks
   };
   Stage stages[kStages];
-  static constexpr int kTileStride = kBlockN + 4;  // +4 floats: conflict-free transposed writes
+  static constexpr int kTileStride = kTileRows + 4;  // +4 floats: conflict-free transposed writes
   float tile[kBlockT * kTileStride];
+  EpilogueRows rows[kBlockT];
   uint64_t full[kStages];
   uint64_t empty[kStages];
 };
 
 template <int kBlockT>
-struct TileConfig;
-// kBlockT -> pipeline depth. Narrow tiles (decode) are bandwidth-bound and
-// want many weight bytes in flight; wide tiles are MMA-bound.
-template <> struct TileConfig<32> { static constexpr int kStages = 12; };
-template <> struct TileConfig<128> { static constexpr int kStages = 4; };
+constexpr int threads() {
+  return 128 * TileConfig<kBlockT>::kConsumers + kProducerThreads;
+}
 
 template <int kBlockT>
 constexpr size_t smem_bytes() {
-  return sizeof(SharedStorage<kBlockT, TileConfig<kBlockT>::kStages>) + 1024;  // +1024: manual alignment
+  return sizeof(SharedStorage<kBlockT>) + 1024;  // +1024: manual alignment
 }
 
 struct PipelineState {
@@ -79,13 +92,15 @@ struct PipelineState {
   }
 };
 
-template <int kBlockT, int kStages>
-__device__ void producer(const GemmParams& p, SharedStorage<kBlockT, kStages>& s, int t) {
+template <int kBlockT>
+__device__ void producer(const GemmParams& p, SharedStorage<kBlockT>& s, int t) {
+  constexpr int kStages = SharedStorage<kBlockT>::kStages;
+  constexpr int kConsumers = TileConfig<kBlockT>::kConsumers;
   constexpr int kRowsPerThread = kBlockT * 8 / kProducerThreads;  // 8 threads per 128-byte row
   const int chunk = t % 8;
   const int k_blocks = p.k / kKStep;
   const int n_blocks = p.n / kSm90ChunkRows;
-  TileScheduler<kBlockT> sched(p);
+  TileScheduler<kBlockT, kConsumers> sched(p);
   PipelineState ps;
   WorkTile w;
   while (sched.next_tile(w)) {
@@ -97,17 +112,16 @@ __device__ void producer(const GemmParams& p, SharedStorage<kBlockT, kStages>& s
       src[i] = p.x + xr * p.x_stride + chunk * 8;
     }
     const int width = max(w.tile_rows, kMinMmaWidth);
-    const int nb0 = 2 * w.n_tile;
-    const bool second = nb0 + 1 < n_blocks;
+    const int nb0 = kConsumers * w.n_tile;
+    const int chunks = min(kConsumers, n_blocks - nb0);
     const uint8_t* w0 = p.w_packed + (int64_t(w.expert) * n_blocks + nb0) * k_blocks * kSm90ChunkBytes;
-    for (int kb = 0; kb < k_blocks; ++kb) {
+    for (int kb = w.k_begin; kb < w.k_end; ++kb) {
       auto& st = s.stages[ps.stage];
       ptx::mbarrier_wait_parity(&s.empty[ps.stage], ps.phase ^ 1);
       if (t == 0) {
-        ptx::mbarrier_arrive_expect_tx(&s.full[ps.stage], (second ? 2 : 1) * kSm90ChunkBytes);
-        ptx::bulk_copy_g2s(st.w[0], w0 + int64_t(kb) * kSm90ChunkBytes, kSm90ChunkBytes, &s.full[ps.stage]);
-        if (second)
-          ptx::bulk_copy_g2s(st.w[1], w0 + (int64_t(k_blocks) + kb) * kSm90ChunkBytes, kSm90ChunkBytes,
+        ptx::mbarrier_arrive_expect_tx(&s.full[ps.stage], chunks * kSm90ChunkBytes);
+        for (int c = 0; c < chunks; ++c)
+          ptx::bulk_copy_g2s(st.w[c], w0 + (int64_t(c) * k_blocks + kb) * kSm90ChunkBytes, kSm90ChunkBytes,
                              &s.full[ps.stage]);
       }
 #pragma unroll
@@ -143,12 +157,13 @@ __device__ __forceinline__ void dequant_fragment(const uint4& codes, const uint2
 
 // The K loop of one tile at wgmma width kN (<= kBlockT), then alpha and the
 // transposed store of the accumulators into s.tile.
-template <int kN, int kBlockT, int kStages>
-__device__ __forceinline__ void mma_tile(const GemmParams& p, SharedStorage<kBlockT, kStages>& s, const WorkTile& w,
+template <int kN, int kBlockT>
+__device__ __forceinline__ void mma_tile(const GemmParams& p, SharedStorage<kBlockT>& s, const WorkTile& w,
                                          int wg, int t, bool active, PipelineState& ps) {
   using Mma = ptx::WgmmaBf16RS<kN>;
   constexpr int kAcc = Mma::kAccumulators;
-  const int k_blocks = p.k / kKStep;
+  constexpr int kStages = SharedStorage<kBlockT>::kStages;
+  constexpr int kConsumerThreads = 128 * TileConfig<kBlockT>::kConsumers;
   const int warp = t / 32, lane = t % 32, g = lane / 4, q = lane % 4;
   float acc[kAcc];
 #pragma unroll
@@ -179,35 +194,37 @@ __device__ __forceinline__ void mma_tile(const GemmParams& p, SharedStorage<kBlo
 #pragma unroll
       for (int step = 0; step < 4; ++step) {
         // k16 step: +32 bytes along the swizzled row, i.e. +2 in desc units.
-        Mma::mma(acc, abuf[step], desc + 2 * step, kb > 0 || step > 0);
+        Mma::mma(acc, abuf[step], desc + 2 * step, kb > w.k_begin || step > 0);
       }
       ptx::wgmma_commit_group();
       ptx::wgmma_wait_group<1>();
       release_previous();
     };
-    int kb = 0;
-    for (; kb + 1 < k_blocks; kb += 2) {
+    int kb = w.k_begin;
+    for (; kb + 1 < w.k_end; kb += 2) {
       k_step(kb, a[0]);
       k_step(kb + 1, a[1]);
     }
-    if (kb < k_blocks) k_step(kb, a[0]);
+    if (kb < w.k_end) k_step(kb, a[0]);
     ptx::wgmma_wait_group<0>();
     ptx::wgmma_fence_operands(acc);
   } else {
     // This warpgroup's chunk is past N (N % 128 == 64): keep the pipeline
     // bookkeeping in step with the producer and the other warpgroup.
-    for (int kb = 0; kb < k_blocks; ++kb) {
+    for (int kb = w.k_begin; kb < w.k_end; ++kb) {
       ptx::mbarrier_wait_parity(&s.full[ps.stage], ps.phase);
       release_previous();
     }
   }
   if (lane == 0) ptx::mbarrier_arrive(&s.empty[prev_stage]);
 
-  constexpr int kStride = SharedStorage<kBlockT, kStages>::kTileStride;
-  ptx::named_barrier_sync(1, 256);  // the previous tile's stores have read s.tile
+  constexpr int kStride = SharedStorage<kBlockT>::kTileStride;
+  ptx::named_barrier_sync(1, kConsumerThreads);  // the previous tile's stores have read s.tile and s.rows
+  epilogue_fill_rows(p, w, s.rows, wg * 128 + t, kConsumerThreads);
   if (active) {
-    const float* alpha = (p.epilogue == EpilogueKind::kSwiGLU && wg == 1) ? p.alpha_up : p.alpha;
-    const float scale = (alpha ? alpha[w.expert] : 1.0f) * kWeightDownscale;
+    // Split K: raw partial sums; the reduction applies alpha once, in order.
+    const float* alpha = (p.epilogue == EpilogueKind::kSwiGLU && wg % 2 == 1) ? p.alpha_up : p.alpha;
+    const float scale = p.k_splits > 1 ? 1.0f : (alpha ? alpha[w.expert] : 1.0f) * kWeightDownscale;
     const int row = wg * 64 + warp * 16 + g;
 #pragma unroll
     for (int i = 0; i < kAcc / 4; ++i) {
@@ -220,14 +237,16 @@ __device__ __forceinline__ void mma_tile(const GemmParams& p, SharedStorage<kBlo
   }
 }
 
-template <int kBlockT, int kStages>
-__device__ void consumer(const GemmParams& p, SharedStorage<kBlockT, kStages>& s, int wg, int t) {
+template <int kBlockT>
+__device__ void consumer(const GemmParams& p, SharedStorage<kBlockT>& s, int wg, int t) {
+  constexpr int kConsumers = TileConfig<kBlockT>::kConsumers;
+  constexpr int kConsumerThreads = 128 * kConsumers;
   const int n_blocks = p.n / kSm90ChunkRows;
-  TileScheduler<kBlockT> sched(p);
+  TileScheduler<kBlockT, kConsumers> sched(p);
   PipelineState ps;
   WorkTile w;
   while (sched.next_tile(w)) {
-    const bool active = 2 * w.n_tile + wg < n_blocks;
+    const bool active = kConsumers * w.n_tile + wg < n_blocks;
     // One branch per wgmma width: the tile pays only for the columns its
     // rows need (tile_rows_for), and the choice is the same under both
     // schedules, so outputs stay bit-identical. NOTES: the narrowest is 32;
@@ -239,31 +258,34 @@ __device__ void consumer(const GemmParams& p, SharedStorage<kBlockT, kStages>& s
       if (w.tile_rows <= 64) mma_tile<64>(p, s, w, wg, t, active, ps);
       else mma_tile<128>(p, s, w, wg, t, active, ps);
     }
-    ptx::named_barrier_sync(1, 256);
-    epilogue_store<kBlockT>(p, w, s.tile, SharedStorage<kBlockT, kStages>::kTileStride, wg * 128 + t, 256);
+    ptx::named_barrier_sync(1, kConsumerThreads);
+    epilogue_store<kConsumers>(p, w, s.tile, SharedStorage<kBlockT>::kTileStride, s.rows, wg * 128 + t,
+                               kConsumerThreads);
   }
 }
 
 template <int kBlockT>
-__global__ void __launch_bounds__(kThreads, 1) nvfp4_grouped_gemm_kernel(const __grid_constant__ GemmParams p) {
-  constexpr int kStages = TileConfig<kBlockT>::kStages;
+__global__ void __launch_bounds__(threads<kBlockT>(), 1) nvfp4_grouped_gemm_kernel(const __grid_constant__ GemmParams p) {
+  using Config = TileConfig<kBlockT>;
+  constexpr int kStages = Config::kStages;
+  constexpr int kConsumerThreads = 128 * Config::kConsumers;
   extern __shared__ uint8_t smem_raw[];
-  auto& s = *reinterpret_cast<SharedStorage<kBlockT, kStages>*>(
-      (reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+  auto& s = *reinterpret_cast<SharedStorage<kBlockT>*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) &
+                                                       ~uintptr_t(1023));
   if (threadIdx.x == 0) {
     for (int i = 0; i < kStages; ++i) {
       ptx::mbarrier_init(&s.full[i], kProducerThreads + 1);  // cp.async arrivals + 1 expect_tx arrival
-      ptx::mbarrier_init(&s.empty[i], 8);      // lane 0 of each consumer warp
+      ptx::mbarrier_init(&s.empty[i], 4 * Config::kConsumers);  // lane 0 of each consumer warp
     }
     ptx::fence_mbarrier_init();
   }
   __syncthreads();
   if (threadIdx.x >= kConsumerThreads) {
     ptx::setmaxnreg_dec<kProducerRegs>();
-    producer<kBlockT, kStages>(p, s, threadIdx.x - kConsumerThreads);
+    producer<kBlockT>(p, s, threadIdx.x - kConsumerThreads);
   } else {
-    ptx::setmaxnreg_inc<kConsumerRegs>();
-    consumer<kBlockT, kStages>(p, s, threadIdx.x / 128, threadIdx.x % 128);
+    ptx::setmaxnreg_inc<Config::kConsumerRegs>();
+    consumer<kBlockT>(p, s, threadIdx.x / 128, threadIdx.x % 128);
   }
 }
 
