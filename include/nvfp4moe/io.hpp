@@ -151,6 +151,7 @@ struct GgufValue {
 // by size (so a file lists correctly) and refused on read.
 inline constexpr uint32_t kGgmlF32 = 0;
 inline constexpr uint32_t kGgmlF16 = 1;
+inline constexpr uint32_t kGgmlF64 = 28;
 inline constexpr uint32_t kGgmlBF16 = 30;
 inline constexpr uint32_t kGgmlNvfp4 = 40;
 
@@ -211,8 +212,8 @@ class GgufFile {
 
   // Zero-copy view of a tensor's bytes. kUnsupported for unknown type ids.
   Status tensor_bytes(const GgufTensorInfo& t, const uint8_t** data, uint64_t* size) const;
-  // F32 / F16 / BF16 converted to F32; NVFP4 dequantized exactly (without the
-  // `.scale` tensor). Other types: kUnsupported. Values in ggml order
+  // F32 / F16 / BF16 / F64 converted to F32; NVFP4 dequantized exactly
+  // (without the `.scale` tensor). Other types: kUnsupported. Values in ggml order
   // (= row-major numpy order).
   Status read_f32(const GgufTensorInfo& t, std::vector<float>* out) const;
   // NVFP4 tensor of ne = [K, N, E] (or [K, N]: E = 1) to the canonical
@@ -322,6 +323,10 @@ struct CheckpointConfig {
   bool norm_topk_prob = false;
   bool has_norm_topk_prob = false;
   std::string source;         // the file(s) it came from
+
+  // The config declares ModelOpt-style NVFP4 (quant_algo NVFP4 and a group
+  // size of 16 or none stated).
+  bool is_nvfp4() const { return quant_algo == "NVFP4" && (group_size == 0 || group_size == kScaleBlock); }
 };
 
 // A checkpoint: one .safetensors file, or a sharded one described by

@@ -741,7 +741,7 @@ Status GgufFile::read_f32(const GgufTensorInfo& t, std::vector<float>* out) cons
         out->resize(static_cast<size_t>(n));
         detail::convert_to_f32(detail::FloatKind::kBF16, data, static_cast<size_t>(n), out->data());
         return ok_status();
-      case 28:  // F64
+      case kGgmlF64:
         out->resize(static_cast<size_t>(n));
         detail::convert_to_f32(detail::FloatKind::kF64, data, static_cast<size_t>(n), out->data());
         return ok_status();

@@ -45,10 +45,18 @@ TEST(NpyRoundTrip, EveryDTypeAndRank) {
       a.shape = shape;
       a.data.resize(static_cast<size_t>(a.num_elements()) * npy_dtype_size(dt));
       for (auto& byte : a.data) byte = static_cast<uint8_t>(rng() & (dt == NpyDType::kBool ? 1 : 0xFF));
-      const std::string path = dir.file("a.npy");
-      ASSERT_TRUE(write_npy(path, a).ok());
+      // Through a file for one dtype (each write fsyncs), in memory for the rest.
       NpyArray b;
-      const Status s = read_npy(path, &b);
+      Status s;
+      if (dt == NpyDType::kF32) {
+        const std::string path = dir.file("a.npy");
+        ASSERT_TRUE(write_npy(path, a).ok());
+        s = read_npy(path, &b);
+      } else {
+        std::vector<uint8_t> bytes;
+        ASSERT_TRUE(serialize_npy(a, &bytes).ok());
+        s = parse_npy(bytes.data(), bytes.size(), "a.npy", &b);
+      }
       ASSERT_TRUE(s.ok()) << s.to_string();
       EXPECT_EQ(b.dtype, a.dtype) << npy_descr(dt);
       EXPECT_EQ(b.shape, a.shape);

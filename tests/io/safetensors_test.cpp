@@ -207,6 +207,7 @@ TEST(SafetensorsMoeLayer, ModelOptSingleFileWithConfig) {
   ASSERT_TRUE(SafetensorsCheckpoint::open(dir.path(), &ck).ok());
   EXPECT_EQ(ck.config().quant_algo, "NVFP4");
   EXPECT_EQ(ck.config().group_size, 16);
+  EXPECT_TRUE(ck.config().is_nvfp4());
 
   const Status none = load_moe_layer(dir.file("model.safetensors"), 3, &m);
   EXPECT_THAT(none.message(), HasSubstr("layers with experts: 2"));
@@ -304,6 +305,7 @@ TEST(SafetensorsMoeLayer, CheckpointErrorsAreNamed) {
   CheckpointConfig cfg;
   EXPECT_TRUE(parse_checkpoint_config(R"({"quantization": {"quant_algo": "NVFP4", "group_size": 32}})", "q", &cfg).ok());
   EXPECT_EQ(cfg.group_size, 32);
+  EXPECT_FALSE(cfg.is_nvfp4());
   EXPECT_FALSE(parse_checkpoint_config(R"({"num_experts_per_tok": -2})", "c", &cfg).ok());
   EXPECT_FALSE(parse_checkpoint_config(R"({"norm_topk_prob": "yes"})", "c", &cfg).ok());
   EXPECT_FALSE(parse_checkpoint_config("not json", "c", &cfg).ok());
