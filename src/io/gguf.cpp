@@ -184,6 +184,34 @@ Status read_value(Cursor& c, const Where& w, GgufType type, int depth, GgufValue
   return ok_status();
 }
 
+// Byte size of a tensor of this type and shape. Fails (with a reason) when
+// the type is unknown, ne[0] does not hold whole blocks, or the size
+// overflows.
+bool tensor_byte_size(uint32_t type, const std::vector<int64_t>& ne, uint64_t* nbytes, std::string* why) {
+  int64_t num_elements;
+  if (!detail::checked_num_elements(ne, &num_elements)) {
+    *why = "element count is negative or overflows int64";
+    return false;
+  }
+  GgmlTypeInfo info;
+  if (!ggml_type_info(type, &info)) {
+    *why = "ggml " + ggml_type_name(type) + " has no known size";
+    return false;
+  }
+  const int64_t row = ne.empty() ? 1 : ne[0];
+  if (row % info.block_values != 0) {
+    *why = "ne[0] = " + std::to_string(row) + " is not a multiple of " + info.name + "'s block of " +
+           std::to_string(info.block_values) + " values";
+    return false;
+  }
+  if (!checked_mul(static_cast<uint64_t>(num_elements / info.block_values), static_cast<uint64_t>(info.block_bytes),
+                   nbytes)) {
+    *why = "byte size overflows";
+    return false;
+  }
+  return true;
+}
+
 struct ParsedHeader {
   uint32_t version = 0;
   uint64_t alignment = kGgufDefaultAlignment;
@@ -288,17 +316,8 @@ Status parse_header(const FileBytes* bytes, const std::string& name, ParsedHeade
     }
     GgmlTypeInfo info;
     if (ggml_type_info(t.type, &info)) {
-      const int64_t row = t.ne.empty() ? 1 : t.ne[0];
-      if (row % info.block_values != 0) {
-        return fail("ne[0] = ", row, " is not a multiple of ", info.name, "'s block of ", info.block_values,
-                    " values");
-      }
-      uint64_t nbytes;
-      if (!checked_mul(static_cast<uint64_t>(num_elements / info.block_values),
-                       static_cast<uint64_t>(info.block_bytes), &nbytes)) {
-        return fail("byte size overflows");
-      }
-      t.nbytes = nbytes;
+      std::string why;
+      if (!tensor_byte_size(t.type, t.ne, &t.nbytes, &why)) return fail(why);
       t.size_known = true;
     }
     tensor_index->emplace(t.name, tensors->size());
@@ -710,8 +729,16 @@ Status GgufFile::tensor_bytes(const GgufTensorInfo& t, const uint8_t** data, uin
     return make_status(StatusCode::kUnsupported, name_, ": tensor ", quote_untrusted(t.name), " has ggml ",
                        ggml_type_name(t.type), ", whose size nvfp4moe does not know");
   }
-  // Re-check against this file so that an info from another file cannot
-  // point outside the mapping.
+  // Re-check the info against this file, so that an info from another file
+  // (or a modified one) can neither point outside the mapping nor promise
+  // more values than its bytes hold.
+  uint64_t expected;
+  std::string why;
+  if (!tensor_byte_size(t.type, t.ne, &expected, &why) || expected != t.nbytes) {
+    return invalid_argument(name_, ": tensor ", quote_untrusted(t.name), ": nbytes ", t.nbytes,
+                            " does not match its type and shape", why.empty() ? "" : " (", why,
+                            why.empty() ? "" : ")");
+  }
   uint64_t begin, end;
   if (!checked_add(data_offset_, t.offset, &begin) || !checked_add(begin, t.nbytes, &end) || end > bytes_->size()) {
     return invalid_argument(name_, ": tensor ", quote_untrusted(t.name), " [", t.offset, ", +", t.nbytes,

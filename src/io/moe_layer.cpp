@@ -254,6 +254,9 @@ Status st_projection(const SafetensorsCheckpoint& ckpt, const std::string& label
                             "; expert 0 has [", N, ", ", K, "]");
       }
       NVFP4MOE_RETURN_IF_ERROR(st_read_f32(t, &one));
+      if (one.size() != static_cast<size_t>(N * K)) {
+        return format_error(ck, "tensor ", quote_untrusted(t.info->name), " holds ", one.size(), " values");
+      }
       std::copy(one.begin(), one.end(), all.begin() + e * N * K);
     }
     Status s = quantize_experts(all.data(), E, N, K, opt.quantize, w);
@@ -281,10 +284,12 @@ Status st_projection(const SafetensorsCheckpoint& ckpt, const std::string& label
                             "] (NVFP4 group size 16)");
       }
       const uint8_t* p = nullptr;
-      uint64_t n;
+      uint64_t n = 0;
       NVFP4MOE_RETURN_IF_ERROR(wt.file->tensor_bytes(*wt.info, &p, &n));
+      if (n != code_bytes) return format_error(ck, "tensor ", quote_untrusted(wt.info->name), " holds ", n, " bytes");
       std::memcpy(w->codes.data() + e * code_bytes, p, code_bytes);
       NVFP4MOE_RETURN_IF_ERROR(st->file->tensor_bytes(*st->info, &p, &n));
+      if (n != scale_bytes) return format_error(ck, "tensor ", quote_untrusted(st->info->name), " holds ", n, " bytes");
       std::memcpy(w->scales.data() + e * scale_bytes, p, scale_bytes);
       const FoundTensor* s2 = field_of(e, "weight_scale_2");
       if (!s2) return format_error(ck, label, ": expert ", e, " has no weight_scale_2 tensor (the per-expert alpha)");

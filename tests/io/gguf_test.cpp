@@ -462,6 +462,12 @@ TEST(GgufHostile, ViewsRefuseInfosOfAnotherFile) {
   const uint8_t* p;
   uint64_t n;
   EXPECT_EQ(f.tensor_bytes(forged, &p, &n).code(), StatusCode::kInvalidArgument);
+  forged = f.tensors()[0];
+  forged.ne = {4, 2000};  // more values than its 32 bytes
+  std::vector<float> out;
+  EXPECT_EQ(f.read_f32(forged, &out).code(), StatusCode::kInvalidArgument);
+  forged.ne = {-4, 2};
+  EXPECT_EQ(f.read_f32(forged, &out).code(), StatusCode::kInvalidArgument);
 }
 
 TEST(GgufHostile, RandomByteFlipsNeverCrash) {
