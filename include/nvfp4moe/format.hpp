@@ -74,7 +74,8 @@ struct ExpertWeights {
   }
 };
 
-// Checks shapes (K % 64 == 0, sizes > 0, E*N*K addressable), pointers, and
+// Checks shapes (K % 64 == 0, sizes > 0, E*N*K addressable), pointers
+// (codes and scales non-null, alpha null or 4-byte aligned), and
 // that every scale byte and alpha is finite and non-negative. Scale bytes
 // 0x7F/0xFF (NaN) and 0x81..0xFE (sign bit set: negative in float8_e4m3fn,
 // so a corrupt ModelOpt file) are reported as kFormatError with their

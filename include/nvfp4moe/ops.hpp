@@ -82,9 +82,10 @@ struct MoeLayerArgs {
 // on a device). Checked: weight shapes (K % 64, sizes > 0, addressable) and
 // non-null codes/scales; dtype, activation kind and parameters (kSwiGLUOai:
 // finite swiglu_alpha, finite limit > 0); ids (validate_ids); x and y/out
-// non-null when T > 0. Layer: gate and up equal shapes (or gate_up with an
-// even row count 2F), down [E][H][F] with H = gate/up cols = width of x and
-// out, F = gate/up rows.
+// non-null when T > 0; alignment: x 2-byte (BF16) or 4-byte (F32), y, out,
+// route_weights and every alpha 4-byte (ids: validate_ids). Layer: gate and
+// up equal shapes (or gate_up with an even row count 2F), down [E][H][F]
+// with H = gate/up cols = width of x and out, F = gate/up rows.
 Status validate_mul_mat_id(const MulMatIdArgs& a);
 Status validate_moe_layer(const MoeLayerArgs& a);
 

@@ -68,9 +68,9 @@ struct RoutingPlan {
 // slots (top-k routing never repeats; a repeat means an upstream bug), T >= 0,
 // 1 <= k <= E. The error names the first bad (t, j) and its value.
 // Checked in this order: E > 0 (and fits int32), 1 <= k <= E, T >= 0,
-// T * k <= INT32_MAX (kOutOfRange), ids non-null when T > 0, then the ids in
-// pair order t * k + j. A duplicate names both slots: "ids[t][i] and
-// ids[t][j] are both expert e". ids may be null when T = 0.
+// T * k <= INT32_MAX (kOutOfRange), ids non-null and 4-byte aligned when
+// T > 0, then the ids in pair order t * k + j. A duplicate names both slots:
+// "ids[t][i] and ids[t][j] are both expert e". ids may be null when T = 0.
 Status validate_ids(const int32_t* ids, int64_t num_tokens, int64_t top_k, int64_t num_experts);
 
 // Validates ids (as above) and block_rows > 0, then fills *out completely.

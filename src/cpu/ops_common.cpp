@@ -5,7 +5,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <string>
 
+#include "common/checks.hpp"
 #include "cpu/ops_internal.hpp"
 #include "format/weight_checks.hpp"
 #include "nvfp4moe/ops.hpp"
@@ -44,7 +46,12 @@ Status check_weight_pointers(const ExpertWeightsView& w, const char* name) {
   NVFP4MOE_RETURN_IF_ERROR(detail::check_weight_shape(w.num_experts, w.rows, w.cols, name));
   if (w.codes == nullptr) return invalid_argument(name, ".codes is null");
   if (w.scales == nullptr) return invalid_argument(name, ".scales is null");
-  return ok_status();
+  return detail::check_aligned(w.alpha, alignof(float), (std::string(name) + ".alpha").c_str(), "F32");
+}
+
+Status check_x_aligned(const void* x, DType dtype) {
+  return dtype == DType::kBF16 ? detail::check_aligned(x, alignof(uint16_t), "x", "BF16")
+                               : detail::check_aligned(x, alignof(float), "x", "F32");
 }
 
 // a * b * c elements must be addressable as float (bytes in int64 and size_t).
@@ -72,6 +79,8 @@ Status validate_mul_mat_id(const MulMatIdArgs& a) {
   if (a.num_tokens > 0) {
     if (a.x == nullptr) return invalid_argument("x is null but num_tokens = ", a.num_tokens);
     if (a.y == nullptr) return invalid_argument("y is null but num_tokens = ", a.num_tokens);
+    NVFP4MOE_RETURN_IF_ERROR(check_x_aligned(a.x, a.x_dtype));
+    NVFP4MOE_RETURN_IF_ERROR(detail::check_aligned(a.y, alignof(float), "y", "F32"));
   }
   return ok_status();
 }
@@ -129,6 +138,9 @@ Status validate_moe_layer(const MoeLayerArgs& a) {
   if (a.num_tokens > 0) {
     if (a.x == nullptr) return invalid_argument("x is null but num_tokens = ", a.num_tokens);
     if (a.out == nullptr) return invalid_argument("out is null but num_tokens = ", a.num_tokens);
+    NVFP4MOE_RETURN_IF_ERROR(check_x_aligned(a.x, a.x_dtype));
+    NVFP4MOE_RETURN_IF_ERROR(detail::check_aligned(a.out, alignof(float), "out", "F32"));
+    NVFP4MOE_RETURN_IF_ERROR(detail::check_aligned(a.route_weights, alignof(float), "route_weights", "F32"));
   }
   return ok_status();
 }

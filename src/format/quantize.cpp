@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/checks.hpp"
 #include "format/weight_checks.hpp"
 #include "nvfp4moe/format.hpp"
 
@@ -161,6 +162,7 @@ Status quantize_impl(const T* w, int64_t num_experts, int64_t rows, int64_t cols
                      ExpertWeights* out) {
   if (w == nullptr) return invalid_argument("w is null");
   if (out == nullptr) return invalid_argument("out is null");
+  NVFP4MOE_RETURN_IF_ERROR(detail::check_aligned(w, alignof(T), "w", sizeof(T) == 2 ? "BF16" : "F32"));
   NVFP4MOE_RETURN_IF_ERROR(detail::check_weight_shape(num_experts, rows, cols, "w"));
   const int64_t num_rows = num_experts * rows;
 
@@ -275,6 +277,8 @@ Status dequantize_experts(const ExpertWeightsView& w, bool apply_alpha, float* o
   if (w.codes == nullptr) return invalid_argument("w.codes is null");
   if (w.scales == nullptr) return invalid_argument("w.scales is null");
   if (out == nullptr) return invalid_argument("out is null");
+  NVFP4MOE_RETURN_IF_ERROR(detail::check_aligned(out, alignof(float), "out", "F32"));
+  NVFP4MOE_RETURN_IF_ERROR(detail::check_aligned(w.alpha, alignof(float), "w.alpha", "F32"));
   const int64_t num_rows = w.num_experts * w.rows;
   parallel_for(num_rows, w.cols, [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {

@@ -7,6 +7,7 @@
 #include <limits>
 #include <string>
 
+#include "common/checks.hpp"
 #include "format/weight_checks.hpp"
 #include "nvfp4moe/format.hpp"
 
@@ -78,6 +79,7 @@ Status validate_weights(const ExpertWeightsView& w, const char* name) {
   NVFP4MOE_RETURN_IF_ERROR(detail::check_weight_shape(w.num_experts, w.rows, w.cols, name));
   if (w.codes == nullptr) return invalid_argument(name, ".codes is null");
   if (w.scales == nullptr) return invalid_argument(name, ".scales is null");
+  NVFP4MOE_RETURN_IF_ERROR(detail::check_aligned(w.alpha, alignof(float), (std::string(name) + ".alpha").c_str(), "F32"));
 
   const int64_t total_scales = w.num_experts * w.expert_scale_bytes();
   const int64_t bad = find_bad_scale(w.scales, total_scales);

@@ -8,6 +8,8 @@
 #include <new>
 #include <vector>
 
+#include "common/checks.hpp"
+
 namespace nvfp4moe {
 namespace {
 
@@ -42,6 +44,7 @@ Status validate_ids(const int32_t* ids, int64_t num_tokens, int64_t top_k, int64
   NVFP4MOE_RETURN_IF_ERROR(validate_sizes(num_tokens, top_k, num_experts));
   if (num_tokens == 0) return ok_status();
   if (ids == nullptr) return invalid_argument("ids is null but num_tokens = ", num_tokens);
+  NVFP4MOE_RETURN_IF_ERROR(detail::check_aligned(ids, alignof(int32_t), "ids", "int32"));
   for (int64_t t = 0; t < num_tokens; ++t) {
     const int32_t* row = ids + t * top_k;
     for (int64_t j = 0; j < top_k; ++j) {
