@@ -93,8 +93,17 @@ Status validate_moe_layer(const MoeLayerArgs& a);
 // compact job list; alpha and the router weight are applied in the writeback.
 // Besides validate_*, the CPU ops check every alpha (finite, >= 0) and every
 // scale byte they decode (the routed experts' rows), and report a bad one
-// with validate_weights' message (kFormatError naming its position). On any
-// error the output's contents are unspecified. Results are bit-identical for
+// with validate_weights' message (kFormatError naming its position).
+// A failed call leaves the output (y, out) untouched or fully written:
+//  - untouched: every argument error (kInvalidArgument, kOutOfRange), a bad
+//    alpha (kFormatError naming .alpha[e]) and kOutOfMemory, all found
+//    before anything is written;
+//  - fully written: a bad scale byte (kFormatError naming .scales[e][n][b]),
+//    found while the op runs; the op still finishes, and the values that
+//    used the bad block are meaningless (NaN for 0x7F/0xFF).
+// NaN and Inf in x and route_weights are not errors: they propagate as IEEE
+// arithmetic does through the formulas above (the gpt-oss clamps included),
+// into that token's outputs only. Results are bit-identical for
 // any thread count, schedule and instruction set (scalar, AVX2, AVX-512), and
 // a token's result does not depend on the other tokens of the batch.
 // Layer numerics in the writebacks: g = alpha_g * acc, u = alpha_u * acc (a

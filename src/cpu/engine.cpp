@@ -160,19 +160,23 @@ void run_units(int threads, int64_t num_units, int64_t K, RunFlags& flags, const
   std::atomic<int64_t> next{0};
   const std::function<void(int)> task = [&](int) {
     const ScopedIeeeMode ieee;
+    Scratch* scratch = nullptr;
     try {
-      Scratch& scratch = Scratch::for_this_thread(K);
-      bool bad = false;
-      for (int64_t u = next.fetch_add(1, std::memory_order_relaxed); u < num_units;
-           u = next.fetch_add(1, std::memory_order_relaxed)) {
-        bad |= body(u, scratch);
-      }
-      if (bad) flags.bad_scale.store(true, std::memory_order_relaxed);
+      scratch = &Scratch::for_this_thread(K);
     } catch (const std::bad_alloc&) {
-      flags.out_of_memory.store(true, std::memory_order_relaxed);
+      return;  // the threads that have scratch take this one's units
     }
+    bool bad = false;
+    for (int64_t u = next.fetch_add(1, std::memory_order_relaxed); u < num_units;
+         u = next.fetch_add(1, std::memory_order_relaxed)) {
+      bad |= body(u, *scratch);
+    }
+    if (bad) flags.bad_scale.store(true, std::memory_order_relaxed);
   };
   ThreadPool::instance().run(threads, task);
+  // Units are either all done or, when no thread got scratch, none: a failed
+  // allocation never leaves the output half written.
+  if (next.load() < num_units) flags.out_of_memory.store(true);
 }
 
 // fn(begin, end) over [0, n) split evenly over `threads` threads.
@@ -327,11 +331,11 @@ Status moe_layer_with(const MoeLayerArgs& a, const CpuOptions& opt, const Kernel
       }
       return bad;
     });
-    if (merged) {
-      NVFP4MOE_RETURN_IF_ERROR(run_status(flags_f, {{&lw.gate_up, "gate_up"}}));
-    } else {
-      NVFP4MOE_RETURN_IF_ERROR(run_status(flags_f, {{&lw.gate, "gate"}, {&lw.up, "up"}}));
-    }
+    // A corrupt scale byte is reported after the whole layer has run, so that
+    // out is fully written on that error as on success (ops.hpp).
+    const Status status_f = merged ? run_status(flags_f, {{&lw.gate_up, "gate_up"}})
+                                   : run_status(flags_f, {{&lw.gate, "gate"}, {&lw.up, "up"}});
+    if (status_f.code() == StatusCode::kOutOfMemory) return status_f;
 
     // Stage 2: y[pair] = (alpha_d * w_route) * down.h, then out[t] = the sum
     // over slots in slot order. With k = 1 the sum is y itself.
@@ -358,7 +362,8 @@ Status moe_layer_with(const MoeLayerArgs& a, const CpuOptions& opt, const Kernel
       }
       return bad;
     });
-    NVFP4MOE_RETURN_IF_ERROR(run_status(flags_h, {{&lw.down, "down"}}));
+    const Status status_h = run_status(flags_h, {{&lw.down, "down"}});
+    if (status_h.code() == StatusCode::kOutOfMemory) return status_h;
 
     if (top_k > 1) {
       const int reduce_threads = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(threads, T * top_k * H >> 16)));
@@ -373,7 +378,7 @@ Status moe_layer_with(const MoeLayerArgs& a, const CpuOptions& opt, const Kernel
         }
       });
     }
-    return ok_status();
+    return status_f.ok() ? status_h : status_f;
   } catch (const std::bad_alloc&) {
     return make_status(StatusCode::kOutOfMemory, "moe_layer_cpu: host allocation failed");
   }
