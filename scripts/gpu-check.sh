@@ -2,8 +2,9 @@
 # One call on the GPU machine: build with ninja, run the GPU and CPU tests,
 # compute-sanitizer on a conformance subset, and the CUDA benchmark.
 #   scripts/gpu-check.sh OUTDIR [bench args...]
-# Writes to OUTDIR: build.log, tests.log, sanitizer.log (+ summary), bench.json,
-# bench.md, results.json (commit, GPU, date, command, numbers, test summary).
+# Writes to OUTDIR: build.log, tests.log, sanitizer.log, bench.json,
+# bench-unfused.json, bench.md, results.json (commit, GPU, date, command, test
+# and sanitizer summaries, every bench record).
 # Needs .deps/*.deb from scripts/fetch-gpu-deps.sh (carried with the call).
 set -uo pipefail
 out=${1:?usage: scripts/gpu-check.sh OUTDIR [bench args...]}
@@ -31,7 +32,7 @@ cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release $prefix -DNVFP4MOE_B
 build_rc=$?
 tail -n 5 "$out/build.log"
 if [ $build_rc -ne 0 ]; then grep -E "error" "$out/build.log" | head -n 30; exit 1; fi
-nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv > "$out/gpu.txt" 2>&1
+nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv > /tmp/gpu.txt 2>&1
 if command -v cuobjdump >/dev/null; then
   sass_hgmma=$(cuobjdump -sass build-gpu/CMakeFiles/nvfp4moe.dir/src/cuda/sm90/nvfp4_grouped_gemm.cu.o 2>/dev/null | grep -c HGMMA)
   echo "HGMMA instructions in the grouped GEMM's SASS: $sass_hgmma" | tee -a "$out/build.log"
@@ -39,15 +40,17 @@ fi
 
 step "tests"
 # CPU suites through CTest; the GPU suite directly, so its NMSE lines are kept.
-(cd build-gpu && ctest --output-on-failure -j 8 --timeout 600 -LE gpu) > "$out/tests.log" 2>&1
+# Hard time limits: a hung kernel must not eat the lease.
+(cd build-gpu && ctest --output-on-failure -j 8 --timeout 300 -LE gpu) > "$out/tests.log" 2>&1
 cpu_rc=$?
-build-gpu/tests/nvfp4moe_gpu_tests >> "$out/tests.log" 2>&1
+timeout ${NVFP4MOE_GPU_TEST_TIMEOUT:-240} build-gpu/tests/nvfp4moe_gpu_tests >> "$out/tests.log" 2>&1
 gpu_rc=$?
 tests_rc=$(( cpu_rc != 0 || gpu_rc != 0 ))
 grep -E "tests passed|tests failed|\*\*\*Failed|^\[  (PASSED|FAILED)|tests ran" "$out/tests.log" | tail -n 15
 
 step "compute-sanitizer"
 san_rc=0
+rm -f /tmp/sanitizer-summary.txt
 if [ "${NVFP4MOE_SKIP_SANITIZER:-0}" != 1 ] && command -v compute-sanitizer >/dev/null; then
   gt=build-gpu/tests/nvfp4moe_gpu_tests
   subset='GpuMulMatId.DequantIsExact*:GpuMulMatId.RaggedRouting:GpuMulMatId.DtypesAndSmallestShapes:GpuMulMatId.BadIds*:GpuMoeLayer.SwiGLUSeparateGateUp'
@@ -55,11 +58,11 @@ if [ "${NVFP4MOE_SKIP_SANITIZER:-0}" != 1 ] && command -v compute-sanitizer >/de
     filter=$subset
     [ $tool = racecheck ] && filter='GpuMulMatId.RaggedRouting:GpuMulMatId.DtypesAndSmallestShapes'
     echo "==== $tool: $gt --gtest_filter=$filter" >> "$out/sanitizer.log"
-    timeout 400 compute-sanitizer --tool $tool --error-exitcode 3 $gt --gtest_filter="$filter" \
+    timeout 150 compute-sanitizer --tool $tool --error-exitcode 3 $gt --gtest_filter="$filter" \
       > /tmp/sanitizer-$tool.log 2>&1
     rc=$?
     cat /tmp/sanitizer-$tool.log >> "$out/sanitizer.log"
-    echo "$tool: rc=$rc $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' /tmp/sanitizer-$tool.log | tail -n 1)" | tee -a "$out/sanitizer-summary.txt"
+    echo "$tool: rc=$rc $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' /tmp/sanitizer-$tool.log | tail -n 1)" | tee -a /tmp/sanitizer-summary.txt
     [ $rc -ne 0 ] && san_rc=$rc
   done
 fi
@@ -67,36 +70,46 @@ fi
 step "bench"
 bench_rc=0
 if [ "${NVFP4MOE_SKIP_BENCH:-0}" != 1 ]; then
-  bench_cmd=(build-gpu/nvfp4moe bench --device cuda --json "$out/bench.json" "$@")
-  "${bench_cmd[@]}" > "$out/bench.md" 2> "$out/bench.err"
+  # Extra args select presets and tokens (e.g. --preset qwen3-30b-a3b --tokens 1,2048);
+  # ops and schedules are fixed here so both schedules and both layer forms are compared.
+  bench_cmd=(build-gpu/nvfp4moe bench --device cuda --json "$out/bench.json" --op gate_up,down,layer
+             --schedule compact,rect "$@")
+  timeout ${NVFP4MOE_BENCH_TIMEOUT:-300} "${bench_cmd[@]}" > "$out/bench.md" 2> /tmp/bench.err
   bench_rc=$?
+  # The llama.cpp-style unfused layer, same cases, for the fusion ratio.
+  if [ $bench_rc -eq 0 ] && [ "${NVFP4MOE_BENCH_UNFUSED:-1}" = 1 ]; then
+    timeout ${NVFP4MOE_BENCH_TIMEOUT:-300} build-gpu/nvfp4moe bench --device cuda --json "$out/bench-unfused.json" \
+      "$@" --op layer --unfused >> "$out/bench.md" 2>> /tmp/bench.err
+    bench_rc=$?
+  fi
   cat "$out/bench.md"
-  tail -n 3 "$out/bench.err"
+  tail -n 3 /tmp/bench.err
 fi
 
 python3 - "$out" "$commit" "$started" "$build_rc" "$tests_rc" "$san_rc" "$bench_rc" "$*" <<'PY'
 import json, os, re, subprocess, sys
 out, commit, started, b, t, s, bn, args = sys.argv[1:9]
-gpu = open(os.path.join(out, "gpu.txt")).read().strip().splitlines()
+gpu = open("/tmp/gpu.txt").read().strip().splitlines()
 tests = open(os.path.join(out, "tests.log")).read()
 m = re.search(r"(\d+)% tests passed, (\d+) tests failed out of (\d+)", tests)
 g = re.search(r"\[==========\] (\d+) tests from .* ran", tests)
 gfail = re.search(r"\[  FAILED  \] (\d+) tests?, listed below", tests)
 bench = []
-bp = os.path.join(out, "bench.json")
-if os.path.exists(bp):
-    try:
-        bench = json.load(open(bp))
-    except Exception as e:
-        bench = {"error": str(e)}
+for name in ("bench.json", "bench-unfused.json"):
+    bp = os.path.join(out, name)
+    if os.path.exists(bp):
+        try:
+            bench += json.load(open(bp))
+        except Exception as e:
+            bench.append({"error": f"{name}: {e}"})
 rec = {
     "commit": commit, "date": started, "gpu": gpu[1] if len(gpu) > 1 else gpu,
     "command": "scripts/gpu-check.sh OUT " + args,
     "build_rc": int(b), "tests_rc": int(t), "sanitizer_rc": int(s), "bench_rc": int(bn),
     "cpu_tests": {"failed": int(m.group(2)), "total": int(m.group(3))} if m else None,
     "gpu_tests": {"failed": int(gfail.group(1)) if gfail else 0, "total": int(g.group(1))} if g else None,
-    "sanitizer": open(os.path.join(out, "sanitizer-summary.txt")).read().splitlines()
-                 if os.path.exists(os.path.join(out, "sanitizer-summary.txt")) else [],
+    "sanitizer": open("/tmp/sanitizer-summary.txt").read().splitlines()
+                 if os.path.exists("/tmp/sanitizer-summary.txt") else [],
     "nmse": [l.strip() for l in tests.splitlines() if l.startswith("[ nmse")],
     "bench": bench,
 }

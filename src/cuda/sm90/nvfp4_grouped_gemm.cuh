@@ -41,13 +41,15 @@ inline constexpr int kProducerRegs = 56;
 inline constexpr int kKStep = 64;  // K per pipeline stage = one chunk
 inline constexpr int kMinMmaWidth = 32;
 
-// kBlockT -> consumers, pipeline depth and consumer registers. NOTES: each of
-// the 4 SM sub-partitions holds 16K registers and one warp of every
-// warpgroup: 56 (producer) + kConsumers * kConsumerRegs <= 512.
+// kBlockT -> consumers, pipeline depth and consumer registers. NOTES:
+// setmaxnreg only moves registers inside the CTA's launch allocation
+// (threads x the __launch_bounds__ cap ptxas compiles to, 168 at 384 threads,
+// 96 at 640): if the warpgroups ask for more in total, setmaxnreg.inc waits
+// forever. register_budget_fits() below checks it at compile time.
 template <int kBlockT>
 struct TileConfig;
 template <> struct TileConfig<32> {
-  static constexpr int kConsumers = 4, kStages = 10, kConsumerRegs = 112;
+  static constexpr int kConsumers = 4, kStages = 10, kConsumerRegs = 104;
 };
 template <> struct TileConfig<128> {
   static constexpr int kConsumers = 2, kStages = 4, kConsumerRegs = 224;
@@ -74,6 +76,19 @@ template <int kBlockT>
 constexpr int threads() {
   return 128 * TileConfig<kBlockT>::kConsumers + kProducerThreads;
 }
+
+// The per-thread register cap ptxas compiles a __launch_bounds__(threads, 1)
+// kernel to: 64K registers shared by the threads, in multiples of 8.
+constexpr int launch_register_cap(int num_threads) { return (65536 / num_threads) / 8 * 8; }
+
+template <int kBlockT>
+constexpr bool register_budget_fits() {
+  using C = TileConfig<kBlockT>;
+  return kProducerThreads * kProducerRegs + 128 * C::kConsumers * C::kConsumerRegs <=
+         threads<kBlockT>() * launch_register_cap(threads<kBlockT>());
+}
+static_assert(register_budget_fits<32>() && register_budget_fits<128>(),
+              "setmaxnreg requests exceed the CTA's launch register allocation: the kernel would hang");
 
 template <int kBlockT>
 constexpr size_t smem_bytes() {
