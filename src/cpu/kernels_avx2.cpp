@@ -8,7 +8,7 @@
 //   and low byte of the weight's BF16 pattern  ->  unpack{lo,hi}_epi8 pairs
 //   them into BF16 words  ->  each 32-bit lane holds two words: `<< 16` gives
 //   the F32 of the even word, `& 0xFFFF0000` the odd one  ->  times the block
-//   scale (exact). That yields 8 vectors whose element order defines
+//   scale (exact; see kScaleExponentOffset in kernels_x86.hpp). That yields 8 vectors whose element order defines
 //   kChunkOrder (kernels.hpp); each vector mixes two scale blocks (lanes 0-3
 //   and 4-7), hence the two scale vectors s02 and s13.
 #include "cpu/kernels_x86.hpp"
@@ -42,7 +42,7 @@ NVFP4MOE_AVX2_INLINE Decoder make_decoder() {
 }
 
 // 64 weights of one row in chunk order. scale points at the chunk's 4 block
-// scales as F32.
+// scales from convert_scales (offset by 2^-120, cancelled by the tables).
 NVFP4MOE_AVX2_INLINE void decode_chunk(const Decoder& d, const uint8_t* codes, const float* scale, __m256 w[8]) {
   const __m256i packed = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes));
   const __m256i lo = _mm256_and_si256(packed, d.nibble_mask);
@@ -165,6 +165,8 @@ NVFP4MOE_AVX2 void gemm_panel(const float* const* x, int num_x, const float* til
   }
 }
 
+constexpr int64_t kPrefetchBytes = 512;
+
 // G weight rows decoded chunk by chunk and dotted with NX activation rows.
 // Several independent rows keep enough FMA chains in flight to hide latency.
 template <int G, int NX>
@@ -183,6 +185,9 @@ NVFP4MOE_AVX2 bool gemv_group(const Decoder& d, const WeightRows& w, const float
   for (int64_t k = 0; k < K; k += kChunk) {
 #pragma GCC unroll 4
     for (int g = 0; g < G; ++g) {
+      // The rows are read once: fetch ahead of the hardware prefetcher, which
+      // ramps up too slowly on G interleaved streams of ~1 KB each.
+      _mm_prefetch(reinterpret_cast<const char*>(w.codes + g * (K / 2) + k / 2 + kPrefetchBytes), _MM_HINT_T0);
       __m256 v[8];
       decode_chunk(d, w.codes + g * (K / 2) + k / 2, scratch + g * scales_per_row + k / 16, v);
 #pragma GCC unroll 8

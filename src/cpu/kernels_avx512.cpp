@@ -214,6 +214,8 @@ NVFP4MOE_AVX512 void gemm_panel(const float* const* x, int num_x, const float* t
   }
 }
 
+constexpr int64_t kPrefetchBytes = 512;  // see the AVX2 gemv
+
 // G row pairs decoded per chunk and dotted with NX activation rows.
 template <int G, int NX>
 NVFP4MOE_AVX512 bool gemv_group(const Decoder& d, const WeightRows& w, int rows, const float* const* x, float* sums,
@@ -242,6 +244,8 @@ NVFP4MOE_AVX512 bool gemv_group(const Decoder& d, const WeightRows& w, int rows,
     }
 #pragma GCC unroll 4
     for (int g = 0; g < G; ++g) {
+      _mm_prefetch(reinterpret_cast<const char*>(codes[2 * g] + k / 2 + kPrefetchBytes), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(codes[2 * g + 1] + k / 2 + kPrefetchBytes), _MM_HINT_T0);
       __m512 v[8];
       decode_pair(d, codes[2 * g] + k / 2, codes[2 * g + 1] + k / 2, scale[2 * g] + k / 16, scale[2 * g + 1] + k / 16,
                   v);

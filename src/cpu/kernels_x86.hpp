@@ -9,6 +9,7 @@
 #include <immintrin.h>
 
 #include <bit>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 
@@ -20,8 +21,15 @@
 
 namespace nvfp4moe::cpu::x86 {
 
+// The decoders multiply an E2M1 value by its block scale, both carried with
+// an exponent offset that cancels exactly: the code as e2m1 * 2^120 (from
+// these byte tables) and the scale as ue4m3 * 2^-120 (which is the scale
+// byte's bits shifted into F32 position, see convert_scales). Every factor
+// and the product are exact, so w = e2m1 * ue4m3 bit for bit.
+inline constexpr int kScaleExponentOffset = 120;
+
 struct ByteTables {
-  alignas(32) uint8_t high[32];  // bits 15..8 of the BF16 pattern of e2m1 code c, twice (one per 128-bit lane)
+  alignas(32) uint8_t high[32];  // bits 15..8 of the BF16 pattern of e2m1(c) * 2^120, twice (one per 128-bit lane)
   alignas(32) uint8_t low[32];   // bits 7..0
 };
 
@@ -30,7 +38,8 @@ inline const ByteTables& bf16_byte_tables() {
     ByteTables t{};
     for (int c = 0; c < 16; ++c) {
       // E2M1 values have 2 significant bits: the F32 pattern is a BF16 one.
-      const uint32_t bits = std::bit_cast<uint32_t>(e2m1_to_float(static_cast<uint8_t>(c)));
+      const float v = std::ldexp(e2m1_to_float(static_cast<uint8_t>(c)), kScaleExponentOffset);
+      const uint32_t bits = std::bit_cast<uint32_t>(v);
       t.high[c] = t.high[c + 16] = static_cast<uint8_t>(bits >> 24);
       t.low[c] = t.low[c + 16] = static_cast<uint8_t>(bits >> 16);
     }
@@ -39,14 +48,13 @@ inline const ByteTables& bf16_byte_tables() {
   return tables;
 }
 
-// UE4M3 bytes -> F32 (count % 4 == 0), 8 at a time: the byte's 7 magnitude
-// bits shifted into place are the F32 pattern of value * 2^-120 (a denormal
-// when the UE4M3 exponent is 0, which keeps subnormal scales exact), and one
-// exact multiply restores the bias. Callers run under ScopedIeeeMode (no DAZ).
-// Returns the rejected-byte flag.
+// UE4M3 bytes -> ue4m3 * 2^-120 as F32 (count % 4 == 0), 8 at a time: the
+// byte's 7 magnitude bits shifted into place are exactly that F32 pattern (a
+// denormal when the UE4M3 exponent is 0, so subnormal scales stay exact;
+// callers run under ScopedIeeeMode, no DAZ). Bit 7 is dropped, as the codec
+// does. Returns true if a byte validate_weights rejects is among them.
 NVFP4MOE_AVX2 inline bool convert_scales(const uint8_t* bytes, int64_t count, float* out) {
   const __m256i magnitude_mask = _mm256_set1_epi32(0x7F);
-  const __m256 bias = _mm256_set1_ps(0x1p120f);
   const __m256i nan_pattern = _mm256_set1_epi8(0x7F);
   const __m256i smallest_negative = _mm256_set1_epi8(static_cast<char>(0x81));
   __m256i bad = _mm256_setzero_si256();
@@ -61,15 +69,14 @@ NVFP4MOE_AVX2 inline bool convert_scales(const uint8_t* bytes, int64_t count, fl
   }
   for (i = 0; i + 8 <= count; i += 8) {
     const __m256i raw = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(bytes + i)));
-    const __m256i shifted = _mm256_slli_epi32(_mm256_and_si256(raw, magnitude_mask), 20);
-    _mm256_storeu_ps(out + i, _mm256_mul_ps(_mm256_castsi256_ps(shifted), bias));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i),
+                        _mm256_slli_epi32(_mm256_and_si256(raw, magnitude_mask), 20));
   }
   if (i < count) {
     int32_t four;
     std::memcpy(&four, bytes + i, 4);
     const __m128i raw = _mm_cvtepu8_epi32(_mm_cvtsi32_si128(four));
-    const __m128i shifted = _mm_slli_epi32(_mm_and_si128(raw, _mm_set1_epi32(0x7F)), 20);
-    _mm_storeu_ps(out + i, _mm_mul_ps(_mm_castsi128_ps(shifted), _mm_set1_ps(0x1p120f)));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), _mm_slli_epi32(_mm_and_si128(raw, _mm_set1_epi32(0x7F)), 20));
   }
   return !_mm256_testz_si256(bad, bad);
 }

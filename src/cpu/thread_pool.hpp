@@ -1,8 +1,11 @@
 // A small persistent thread pool for the CPU ops. Creating threads per call
-// would cost more than a whole decode-size (T = 1) matmul, so workers are
-// started once, on first use, and sleep between calls.
+// would cost more than a whole decode-size (T = 1) matmul, and so would a
+// sleep/wake-up round trip through the kernel on every call: workers spin
+// briefly after each task (ops tend to come back to back, layer after
+// layer) and only then sleep on a condition variable.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -23,8 +26,10 @@ class ThreadPool {
   static int default_threads();
 
   // Runs task(i) for every i in [0, n) on n threads, the caller being i = 0,
-  // and returns when all are done. n is clamped to [1, kMaxThreads]. Calls
-  // from different threads are serialized. task must not throw.
+  // and returns when all are done. n is clamped to [1, kMaxThreads]. If the
+  // OS refuses to start more threads, fewer indices run (callers split work
+  // dynamically, so that changes nothing but speed). Calls from different
+  // threads are serialized. task must not throw.
   void run(int n, const std::function<void(int)>& task);
 
   ~ThreadPool();
@@ -32,20 +37,28 @@ class ThreadPool {
  private:
   ThreadPool() = default;
   void worker_loop(int index);
-  // Starts workers until there are `count`; false if the OS refuses.
-  bool ensure_workers(int count);
+  // Starts workers until there are `count` (or the OS refuses).
+  void ensure_workers(int count);
+  // Wakes sleepers of `cv` after an atomic they wait on has changed.
+  void wake(std::condition_variable& cv);
 
   std::mutex call_mutex_;  // one run() at a time
 
-  std::mutex mutex_;
-  std::condition_variable wake_;
-  std::condition_variable done_;
+  std::mutex mutex_;  // guards sleeping on the condition variables
+  std::condition_variable work_cv_;
+  std::condition_variable done_cv_;
+  std::atomic<int> sleepers_{0};
+
   std::vector<std::thread> workers_;
-  const std::function<void(int)>* task_ = nullptr;
-  int active_ = 0;        // workers taking part in the current generation
-  int pending_ = 0;       // of those, still running
-  uint64_t generation_ = 0;
-  bool stop_ = false;
+  // The current call, published seqlock-style: generation_ is odd while run()
+  // rewrites task_ and active_, and a worker that read them across a change
+  // reads again. A worker that takes part is counted in pending_, so its
+  // generation cannot end before it has run.
+  std::atomic<const std::function<void(int)>*> task_{nullptr};
+  std::atomic<int> active_{0};  // worker indices 1..active_ take part
+  std::atomic<uint64_t> generation_{0};
+  std::atomic<int> pending_{0};
+  std::atomic<bool> stop_{false};
 };
 
 }  // namespace nvfp4moe::cpu
