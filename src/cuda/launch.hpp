@@ -19,12 +19,13 @@ inline constexpr int32_t kBlockTWide = 128;
 Status launch_grouped_gemm(const GemmParams& p, int32_t block_t, int num_sms, cudaStream_t stream);
 Status launch_reduce_split_k(const GemmParams& p, int num_sms, cudaStream_t stream);
 
-// Host policy: how many K splits a narrow-tile GEMM uses so that the number
-// of work items reaches about two per SM. A function of shapes only (never of
-// the routing), so a given call always sums in the same order. Worked
-// example, qwen3 gate_up at T = 1 (k = 8, N = 1536, K = 2048, 132 SMs): at
-// most 8 jobs x 6 N tiles = 48 items -> ceil(264 / 48) = 6 splits of 6 or 5
-// K blocks; at T = 16 (<= 128 jobs x 6 = 768 items) -> 1.
+// Host policy: how many K splits a narrow-tile GEMM uses when fewer work
+// items than half the SMs exist. A function of shapes only (never of the
+// routing), so a given call always sums in the same order. Worked example,
+// qwen3 gate_up at T = 1 (k = 8, N = 1536, K = 2048, 132 SMs): at most 8 jobs
+// x 6 N tiles = 48 items < 66 -> min(ceil(132 / 48), 32 / 8) = 3 splits of 11
+// K blocks; at T = 16 (<= 128 jobs x 6 = 768 items) -> 1. NVFP4MOE_K_SPLITS
+// overrides it for experiments.
 int32_t choose_k_splits(int64_t num_tokens, int64_t top_k, int64_t num_experts, int64_t n, int64_t k,
                         int32_t block_t, int num_sms);
 

@@ -37,7 +37,6 @@
 namespace nvfp4moe::cuda::sm90 {
 
 inline constexpr int kProducerThreads = 128;
-inline constexpr int kProducerRegs = 56;
 inline constexpr int kKStep = 64;  // K per pipeline stage = one chunk
 inline constexpr int kMinMmaWidth = 32;
 
@@ -49,10 +48,14 @@ inline constexpr int kMinMmaWidth = 32;
 template <int kBlockT>
 struct TileConfig;
 template <> struct TileConfig<32> {
-  static constexpr int kConsumers = 4, kStages = 10, kConsumerRegs = 104;
+  static constexpr int kConsumers = 4, kStages = 10, kProducerRegs = 56, kConsumerRegs = 104;
 };
+// NOTES: at 40 registers the producer spills 20 bytes. The run that moved
+// to 56/224 (bench/results/2026-11-30-h200-3eb5ba4.json) also measured
+// prefill ~20% slower than the runs before it at 40/232, so 40/232 stays
+// until a same-build comparison says otherwise.
 template <> struct TileConfig<128> {
-  static constexpr int kConsumers = 2, kStages = 4, kConsumerRegs = 224;
+  static constexpr int kConsumers = 2, kStages = 4, kProducerRegs = 40, kConsumerRegs = 232;
 };
 
 template <int kBlockT>
@@ -84,7 +87,7 @@ constexpr int launch_register_cap(int num_threads) { return (65536 / num_threads
 template <int kBlockT>
 constexpr bool register_budget_fits() {
   using C = TileConfig<kBlockT>;
-  return kProducerThreads * kProducerRegs + 128 * C::kConsumers * C::kConsumerRegs <=
+  return kProducerThreads * C::kProducerRegs + 128 * C::kConsumers * C::kConsumerRegs <=
          threads<kBlockT>() * launch_register_cap(threads<kBlockT>());
 }
 static_assert(register_budget_fits<32>() && register_budget_fits<128>(),
@@ -296,7 +299,7 @@ __global__ void __launch_bounds__(threads<kBlockT>(), 1) nvfp4_grouped_gemm_kern
   }
   __syncthreads();
   if (threadIdx.x >= kConsumerThreads) {
-    ptx::setmaxnreg_dec<kProducerRegs>();
+    ptx::setmaxnreg_dec<Config::kProducerRegs>();
     producer<kBlockT>(p, s, threadIdx.x - kConsumerThreads);
   } else {
     ptx::setmaxnreg_inc<Config::kConsumerRegs>();
