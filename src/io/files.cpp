@@ -179,10 +179,10 @@ Status read_text_file(const std::string& path, uint64_t max_bytes, std::string* 
     return make_status(StatusCode::kOutOfRange, path, ": size ", st.st_size, " bytes exceeds the limit of ",
                        max_bytes);
   }
-  out->assign(static_cast<size_t>(st.st_size), '\0');
+  std::string text(static_cast<size_t>(st.st_size), '\0');  // *out is only written on success
   size_t done = 0;
-  while (done < out->size()) {
-    const ssize_t n = ::read(fd, out->data() + done, out->size() - done);
+  while (done < text.size()) {
+    const ssize_t n = ::read(fd, text.data() + done, text.size() - done);
     if (n < 0) {
       if (errno == EINTR) continue;
       return io_error(path, "read failed", errno);
@@ -190,7 +190,8 @@ Status read_text_file(const std::string& path, uint64_t max_bytes, std::string* 
     if (n == 0) break;  // the file shrank meanwhile
     done += static_cast<size_t>(n);
   }
-  out->resize(done);
+  text.resize(done);
+  *out = std::move(text);
   return ok_status();
 }
 

@@ -258,7 +258,7 @@ Status NpyArray::to_i32(std::vector<int32_t>* out) const {
     return invalid_argument("NpyArray::to_i32: dtype ", npy_descr(dtype), " is floating point, expected integers");
   }
   const size_t n = static_cast<size_t>(num_elements());
-  out->resize(n);
+  std::vector<int32_t> values(n);  // *out is only written on success
   const uint8_t* p = data.data();
   for (size_t i = 0; i < n; ++i) {
     int64_t v = 0;
@@ -284,8 +284,9 @@ Status NpyArray::to_i32(std::vector<int32_t>* out) const {
     if (v < std::numeric_limits<int32_t>::min() || v > std::numeric_limits<int32_t>::max()) {
       return make_status(StatusCode::kOutOfRange, "npy element ", i, " = ", v, " does not fit int32");
     }
-    (*out)[i] = static_cast<int32_t>(v);
+    values[i] = static_cast<int32_t>(v);
   }
+  *out = std::move(values);
   return ok_status();
 }
 
