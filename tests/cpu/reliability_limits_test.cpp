@@ -128,6 +128,24 @@ TEST(ReliabilityLimits, PairCountAtTheInt32LimitIsAccepted) {
   EXPECT_EQ(past.code(), StatusCode::kOutOfRange) << past.to_string();
 }
 
+TEST(ReliabilityLimits, OutputTooLargeToAddressIsRefused) {
+  // y = T * k * N = 128 * 2^54 F32 elements: more bytes than int64 holds. The
+  // weights' shape is addressable (2^60 elements), so only y is refused;
+  // nothing is read beyond the ids.
+  std::vector<uint8_t> bytes(64);
+  const std::vector<int32_t> ids(128, 0);
+  MulMatIdArgs a;
+  a.weights = ExpertWeightsView{1, int64_t{1} << 54, 64, bytes.data(), bytes.data(), nullptr};
+  a.x = bytes.data();
+  a.ids = ids.data();
+  a.num_tokens = 128;
+  a.top_k = 1;
+  a.y = reinterpret_cast<float*>(bytes.data());
+  const Status s = mul_mat_id_cpu(a);
+  EXPECT_EQ(s.code(), StatusCode::kOutOfRange) << s.to_string();
+  EXPECT_NE(s.message().find("y has 128 x 1 x 18014398509481984 elements"), std::string::npos) << s.message();
+}
+
 // Large-memory cases: outputs of more than 2^31 elements, so 32-bit indexing
 // anywhere would write the wrong place. Opt in with NVFP4MOE_LARGE_TESTS=1
 // (about 9 GB (MUL_MAT_ID) and 11 GB (layer) of RAM; a minute or two on 2 cores).
