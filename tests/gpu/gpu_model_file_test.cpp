@@ -36,14 +36,7 @@ class GpuModelFile : public GpuTest {
     std::vector<float> rw(size_t(T * k), 0.5f);
     cuda::DeviceBuffer dx = to_device(x), dids = to_device(ids), dw = to_device(rw);
     cuda::DeviceBuffer dout = poisoned_floats(size_t(T * H));
-    cuda::CudaMoeLayerArgs a;
-    a.layer = &layer;
-    a.x = dx.get();
-    a.ids = dids.as<int32_t>();
-    a.route_weights = dw.as<float>();
-    a.num_tokens = T;
-    a.top_k = k;
-    a.out = dout.as<float>();
+    cuda::CudaMoeLayerArgs a = moe_layer_args(layer, dx, dids, dw, T, k, dout);
     ASSERT_OK(cuda::moe_layer(*ctx, a, stream));
     ASSERT_OK(ctx->check_device_status(stream));
     const std::vector<float> out = to_host<float>(dout, size_t(T * H));

@@ -50,14 +50,7 @@ class GpuMoeLayer : public GpuTest {
                          const cuda::DeviceBuffer& dids, const cuda::DeviceBuffer& dw, bool unfused,
                          Schedule schedule) {
     cuda::DeviceBuffer dout = poisoned_floats(c.T * c.H);
-    cuda::CudaMoeLayerArgs a;
-    a.layer = &layer;
-    a.x = dx.get();
-    a.ids = dids.as<int32_t>();
-    a.route_weights = dw.as<float>();
-    a.num_tokens = c.T;
-    a.top_k = c.k;
-    a.out = dout.as<float>();
+    cuda::CudaMoeLayerArgs a = moe_layer_args(layer, dx, dids, dw, c.T, c.k, dout);
     a.schedule = schedule;
     a.unfused = unfused;
     EXPECT_TRUE(cuda::moe_layer(*ctx, a, stream).ok());
@@ -123,14 +116,7 @@ TEST_F(GpuMoeLayer, GraphCaptureAndReplay) {
   const std::vector<float> direct = run(c, layer, dx, dids, dw, false, Schedule::kCompact);
 
   cuda::DeviceBuffer dout = poisoned_floats(c.T * c.H);
-  cuda::CudaMoeLayerArgs a;
-  a.layer = &layer;
-  a.x = dx.get();
-  a.ids = dids.as<int32_t>();
-  a.route_weights = dw.as<float>();
-  a.num_tokens = c.T;
-  a.top_k = c.k;
-  a.out = dout.as<float>();
+  cuda::CudaMoeLayerArgs a = moe_layer_args(layer, dx, dids, dw, c.T, c.k, dout);
   cudaGraph_t graph;
   ASSERT_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
   ASSERT_OK(cuda::moe_layer(*ctx, a, stream));

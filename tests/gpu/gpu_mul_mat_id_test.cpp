@@ -133,13 +133,7 @@ TEST_F(GpuMulMatId, DequantIsExactForEveryCodeAndScale) {
   for (int64_t t = 0; t < T; ++t) x[t * K + t] = 1.0f;
   std::vector<int32_t> ids(T, 0);
   cuda::DeviceBuffer dx = to_device(x), dids = to_device(ids), dy = poisoned_floats(T * N);
-  cuda::CudaMulMatIdArgs a;
-  a.weights = &dw;
-  a.x = dx.get();
-  a.ids = dids.as<int32_t>();
-  a.num_tokens = T;
-  a.top_k = 1;
-  a.y = dy.get();
+  cuda::CudaMulMatIdArgs a = mul_mat_id_args(dw, dx, dids, T, 1, dy);
   ASSERT_OK(cuda::mul_mat_id(*ctx, a, stream));
   const std::vector<float> y = to_host<float>(dy, T * N);
   std::vector<float> row(K);
@@ -234,13 +228,7 @@ TEST_F(GpuMulMatId, SchedulesBitIdenticalAndDeterministic) {
     std::vector<std::vector<float>> outs;
     for (Schedule s : {Schedule::kCompact, Schedule::kRect, Schedule::kCompact}) {
       cuda::DeviceBuffer dy = poisoned_floats(T * k * N);
-      cuda::CudaMulMatIdArgs a;
-      a.weights = &dw;
-      a.x = dx.get();
-      a.ids = dids.as<int32_t>();
-      a.num_tokens = T;
-      a.top_k = k;
-      a.y = dy.get();
+      cuda::CudaMulMatIdArgs a = mul_mat_id_args(dw, dx, dids, T, k, dy);
       a.schedule = s;
       ASSERT_OK(cuda::mul_mat_id(*ctx, a, stream));
       outs.push_back(to_host<float>(dy, T * k * N));
@@ -262,13 +250,7 @@ TEST_F(GpuMulMatId, GraphCaptureAndReplay) {
   std::vector<float> x = random_normal(rng, size_t(T * K), 1.0f);
   cuda::DeviceBuffer dx = to_device(x), dids = to_device(ids), dy = poisoned_floats(T * k * N);
   ASSERT_OK(ctx->reserve(T, k, E, std::max(N, K)));
-  cuda::CudaMulMatIdArgs a;
-  a.weights = &dw;
-  a.x = dx.get();
-  a.ids = dids.as<int32_t>();
-  a.num_tokens = T;
-  a.top_k = k;
-  a.y = dy.get();
+  cuda::CudaMulMatIdArgs a = mul_mat_id_args(dw, dx, dids, T, k, dy);
   ASSERT_OK(cuda::mul_mat_id(*ctx, a, stream));
   const std::vector<float> direct = to_host<float>(dy, T * k * N);
 
@@ -303,13 +285,7 @@ TEST_F(GpuMulMatId, BadIdsAreReportedAndOutputUntouched) {
     if (variant == 0) ids[3 * k + 1] = int32_t(E + 5);
     else ids[2 * k + 1] = ids[2 * k];
     cuda::DeviceBuffer dids = to_device(ids), dy = poisoned_floats(T * k * N);
-    cuda::CudaMulMatIdArgs a;
-    a.weights = &dw;
-    a.x = dx.get();
-    a.ids = dids.as<int32_t>();
-    a.num_tokens = T;
-    a.top_k = k;
-    a.y = dy.get();
+    cuda::CudaMulMatIdArgs a = mul_mat_id_args(dw, dx, dids, T, k, dy);
     ASSERT_OK(cuda::mul_mat_id(*ctx, a, stream));
     const Status st = ctx->check_device_status(stream);
     EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);

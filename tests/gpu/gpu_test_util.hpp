@@ -80,6 +80,35 @@ inline ExpertWeights random_weights(std::mt19937_64& rng, int64_t E, int64_t N, 
   return w;
 }
 
+// The common MUL_MAT_ID arguments: F32 x, F32 y, compact schedule.
+inline cuda::CudaMulMatIdArgs mul_mat_id_args(const cuda::DeviceExpertWeights& w, const cuda::DeviceBuffer& x,
+                                              const cuda::DeviceBuffer& ids, int64_t T, int64_t k,
+                                              const cuda::DeviceBuffer& y) {
+  cuda::CudaMulMatIdArgs a;
+  a.weights = &w;
+  a.x = x.get();
+  a.ids = ids.as<int32_t>();
+  a.num_tokens = T;
+  a.top_k = k;
+  a.y = y.get();
+  return a;
+}
+
+// The common fused-layer arguments: F32 x, router weights, compact schedule.
+inline cuda::CudaMoeLayerArgs moe_layer_args(const cuda::DeviceMoeLayer& layer, const cuda::DeviceBuffer& x,
+                                             const cuda::DeviceBuffer& ids, const cuda::DeviceBuffer& route_w,
+                                             int64_t T, int64_t k, const cuda::DeviceBuffer& out) {
+  cuda::CudaMoeLayerArgs a;
+  a.layer = &layer;
+  a.x = x.get();
+  a.ids = ids.as<int32_t>();
+  a.route_weights = route_w.as<float>();
+  a.num_tokens = T;
+  a.top_k = k;
+  a.out = out.as<float>();
+  return a;
+}
+
 inline std::vector<float> bf16_rounded(std::vector<float> v) {
   for (auto& x : v) x = round_to_bf16(x);
   return v;
