@@ -10,9 +10,9 @@
 //  - R <= kMaxDirectRows (decode, sparse routing): the kernel decodes the
 //    packed weights in registers and dots them with the R rows directly. The
 //    op is bound by weight bandwidth here; nothing is written back to memory.
-//  - larger R: the unit's weight rows are dequantized once per K panel into a
-//    small F32 tile (L2-resident) and reused by all R rows through a
-//    register-blocked microkernel.
+//  - larger R: the unit's weight rows are dequantized once (up to kDequantK
+//    at a time) into an F32 tile that stays in L2 and is reused by all R rows
+//    through a register-blocked microkernel, kPanel elements of K at a time.
 // Activations are rounded to BF16 and permuted into chunk order once per row
 // (per token when x is broadcast) before any unit runs.
 #include <algorithm>
@@ -59,8 +59,8 @@ struct Projection {
 
 struct Unit {
   int32_t job;
-  int32_t n0;    // first weight row
-  int32_t rows;  // weight rows
+  int32_t rows;  // weight rows, <= kMaxUnitRows
+  int64_t n0;    // first weight row
 };
 
 std::vector<Unit> make_units(const std::vector<ExpertJob>& jobs, int64_t num_rows) {
@@ -68,8 +68,7 @@ std::vector<Unit> make_units(const std::vector<ExpertJob>& jobs, int64_t num_row
   for (size_t j = 0; j < jobs.size(); ++j) {
     const int64_t step = use_direct(jobs[j].num_rows) ? kDirectUnitRows : kTiledUnitRows;
     for (int64_t n0 = 0; n0 < num_rows; n0 += step) {
-      units.push_back(Unit{static_cast<int32_t>(j), static_cast<int32_t>(n0),
-                           static_cast<int32_t>(std::min(step, num_rows - n0))});
+      units.push_back(Unit{static_cast<int32_t>(j), static_cast<int32_t>(std::min(step, num_rows - n0)), n0});
     }
   }
   return units;

@@ -5,6 +5,12 @@
 //    decoder works per 128-bit lane, so each half decodes exactly as AVX2;
 //  - tiled: the two halves hold two activation rows (interleaved once per
 //    panel into a small buffer) against one broadcast tile row.
+// GCC 12's AVX-512 intrinsics build their results from _mm512_undefined_*(),
+// which -Wmaybe-uninitialized reports at every use (a known false positive).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+
 #include "cpu/kernels_x86.hpp"
 
 namespace nvfp4moe::cpu {
