@@ -100,7 +100,8 @@ Status validate_moe_layer(const MoeLayerArgs& a);
 //    before anything is written;
 //  - fully written: a bad scale byte (kFormatError naming .scales[e][n][b]),
 //    found while the op runs; the op still finishes, and the values that
-//    used the bad block are meaningless (NaN for 0x7F/0xFF).
+//    used the bad block are meaningless (the scalar kernels make them NaN
+//    for 0x7F/0xFF, the vector kernels some finite value).
 // NaN and Inf in x and route_weights are not errors: they propagate as IEEE
 // arithmetic does through the formulas above (the gpt-oss clamps included),
 // into that token's outputs only. Results are bit-identical for
