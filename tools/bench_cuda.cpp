@@ -15,6 +15,7 @@
 #include <memory>
 
 #include "cuda/bench_support.hpp"
+#include "cuda/check.hpp"
 #include "nvfp4moe/cuda.hpp"
 
 namespace nvfp4moe::bench {
@@ -24,12 +25,6 @@ namespace nc = nvfp4moe::cuda;
 namespace bs = nvfp4moe::cuda::bench_support;
 
 constexpr int kRotations = 4;  // routings / activation sets / graphs per case
-
-#define TRY_CUDA(call)                                                                                        \
-  do {                                                                                                        \
-    const cudaError_t e_ = (call);                                                                            \
-    if (e_ != cudaSuccess) return make_status(StatusCode::kDeviceError, #call ": ", cudaGetErrorString(e_)); \
-  } while (0)
 
 struct Env {
   std::unique_ptr<nc::Context> ctx;
@@ -47,7 +42,7 @@ Status get_env(Env** out) {
   if (!env) {
     auto e = std::make_unique<Env>();
     NVFP4MOE_RETURN_IF_ERROR(nc::Context::create(0, &e->ctx));
-    TRY_CUDA(cudaStreamCreateWithFlags(&e->stream, cudaStreamNonBlocking));
+    NVFP4MOE_CUDA_TRY(cudaStreamCreateWithFlags(&e->stream, cudaStreamNonBlocking));
     nc::DeviceInfo info;
     NVFP4MOE_RETURN_IF_ERROR(nc::device_info(0, &info));
     e->l2_bytes = info.l2_bytes;
@@ -106,7 +101,7 @@ Status layers_for(Env& env, const Preset& p, std::vector<nc::DeviceMoeLayer>** o
 template <typename T>
 Status upload_vec(const std::vector<T>& v, nc::DeviceBuffer* out) {
   NVFP4MOE_RETURN_IF_ERROR(nc::DeviceBuffer::allocate(std::max<size_t>(v.size(), 1) * sizeof(T), out));
-  if (!v.empty()) TRY_CUDA(cudaMemcpy(out->get(), v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice));
+  if (!v.empty()) NVFP4MOE_CUDA_TRY(cudaMemcpy(out->get(), v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice));
   return ok_status();
 }
 
@@ -122,19 +117,19 @@ Status time_graphs(Env& env, int reps, const std::function<Status(int)>& enqueue
   Graphs graphs;
   for (int r = 0; r < kRotations; ++r) {
     cudaGraph_t g;
-    TRY_CUDA(cudaStreamBeginCapture(env.stream, cudaStreamCaptureModeGlobal));
+    NVFP4MOE_CUDA_TRY(cudaStreamBeginCapture(env.stream, cudaStreamCaptureModeGlobal));
     const Status st = enqueue(r);
     const cudaError_t end = cudaStreamEndCapture(env.stream, &g);
     NVFP4MOE_RETURN_IF_ERROR(st);
-    TRY_CUDA(end);
+    NVFP4MOE_RETURN_IF_ERROR(nc::cuda_status(end, "cudaStreamEndCapture"));
     cudaGraphExec_t exec;
-    TRY_CUDA(cudaGraphInstantiate(&exec, g, 0));
+    NVFP4MOE_CUDA_TRY(cudaGraphInstantiate(&exec, g, 0));
     cudaGraphDestroy(g);
     graphs.exec.push_back(exec);
   }
   return bs::median_us(env.stream, 3, reps, [&](int i) {
     const cudaError_t e = cudaGraphLaunch(graphs.exec[size_t(i) % graphs.exec.size()], env.stream);
-    return e == cudaSuccess ? ok_status() : make_status(StatusCode::kDeviceError, "cudaGraphLaunch: ", cudaGetErrorString(e));
+    return nc::cuda_status(e, "cudaGraphLaunch");
   }, us);
 }
 

@@ -21,19 +21,27 @@
 
 #if defined(NVFP4MOE_WITH_CUDA)
 #include <cuda_runtime.h>
+
+#include "cuda/check.hpp"
 #endif
 
 namespace nvfp4moe::cli {
 
 namespace {
 
+// Runs op() and records its wall time (ms) on success or failure.
+template <typename Op>
+Status timed_ms(double* ms, Op&& op) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const Status s = op();
+  *ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  return s;
+}
+
 // ---- device execution ------------------------------------------------------------
 
 #if defined(NVFP4MOE_WITH_CUDA)
-Status cuda_status(cudaError_t e, const char* what) {
-  if (e == cudaSuccess) return ok_status();
-  return make_status(StatusCode::kDeviceError, what, ": ", cudaGetErrorString(e));
-}
+using cuda::cuda_status;
 
 Status to_device(const void* host, size_t bytes, cuda::DeviceBuffer* out) {
   NVFP4MOE_RETURN_IF_ERROR(cuda::DeviceBuffer::allocate(bytes, out));
@@ -70,10 +78,10 @@ Status mul_mat_id_cuda(const MulMatIdArgs& a, Schedule schedule, double* ms) {
   d.y = y.get();
   d.y_dtype = DType::kF32;
   d.schedule = schedule;
-  const auto t0 = std::chrono::steady_clock::now();
-  NVFP4MOE_RETURN_IF_ERROR(cuda::mul_mat_id(*ctx, d, nullptr));
-  NVFP4MOE_RETURN_IF_ERROR(ctx->check_device_status(nullptr));
-  *ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  NVFP4MOE_RETURN_IF_ERROR(timed_ms(ms, [&] {
+    const Status st = cuda::mul_mat_id(*ctx, d, nullptr);
+    return st.ok() ? ctx->check_device_status(nullptr) : st;
+  }));
   return from_device(y, a.y, sizeof(float) * pairs * a.weights.rows);
 }
 
@@ -99,10 +107,10 @@ Status moe_layer_cuda(const MoeLayerArgs& a, int64_t hidden, Schedule schedule, 
   d.out = out.as<float>();
   d.schedule = schedule;
   d.unfused = unfused;
-  const auto t0 = std::chrono::steady_clock::now();
-  NVFP4MOE_RETURN_IF_ERROR(cuda::moe_layer(*ctx, d, nullptr));
-  NVFP4MOE_RETURN_IF_ERROR(ctx->check_device_status(nullptr));
-  *ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  NVFP4MOE_RETURN_IF_ERROR(timed_ms(ms, [&] {
+    const Status st = cuda::moe_layer(*ctx, d, nullptr);
+    return st.ok() ? ctx->check_device_status(nullptr) : st;
+  }));
   return from_device(out, a.out, sizeof(float) * a.num_tokens * hidden);
 }
 #else
@@ -289,9 +297,7 @@ int run_matmul_id(const MatmulIdOptions& o) {
   a.y = y.data();
   double ms = 0;
   if (device == Device::kCpu) {
-    const auto t0 = std::chrono::steady_clock::now();
-    s = mul_mat_id_cpu(a, CpuOptions{o.threads, schedule});
-    ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    s = timed_ms(&ms, [&] { return mul_mat_id_cpu(a, CpuOptions{o.threads, schedule}); });
   } else {
     s = mul_mat_id_cuda(a, schedule, &ms);
   }
@@ -525,9 +531,7 @@ int run_run(const RunOptions& o) {
   a.out = y.data();
   double ms = 0;
   if (device == Device::kCpu) {
-    const auto t0 = std::chrono::steady_clock::now();
-    s = moe_layer_cpu(a, CpuOptions{o.threads, schedule});
-    ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    s = timed_ms(&ms, [&] { return moe_layer_cpu(a, CpuOptions{o.threads, schedule}); });
   } else {
     s = moe_layer_cuda(a, H, schedule, o.unfused, &ms);
   }
