@@ -3,12 +3,17 @@
 # compute-sanitizer on a conformance subset, and the CUDA benchmark.
 #   scripts/gpu-check.sh OUTDIR [bench args...]
 # Writes to OUTDIR: build.log, tests.log, sanitizer.log, bench.json,
-# bench-unfused.json, bench.md, results.json (commit, GPU, date, command, test
-# and sanitizer summaries, every bench record).
+# bench-unfused.json, peers.json (bench/peers/torch_grouped_mm.py on the same
+# presets, tokens and routing, when python3 has torch), bench.md (tables and
+# the peer ratios), results.json (commit, GPU, date, command, test and
+# sanitizer summaries, every bench and peer record with its ratios).
+# NVFP4MOE_NCU="bench args" also profiles the grouped GEMM of that case with
+# Nsight Compute into ncu.txt (details page and the hottest SASS lines).
 # Needs .deps/*.deb from scripts/fetch-gpu-deps.sh (carried with the call).
 set -uo pipefail
 out=${1:?usage: scripts/gpu-check.sh OUTDIR [bench args...]}
 shift || true
+bench_args=("$@")
 cd "$(dirname "$0")/.."
 mkdir -p "$out"
 root=$PWD
@@ -86,9 +91,36 @@ if [ "${NVFP4MOE_SKIP_BENCH:-0}" != 1 ]; then
   tail -n 3 /tmp/bench.err
 fi
 
-python3 - "$out" "$commit" "$started" "$build_rc" "$tests_rc" "$san_rc" "$bench_rc" "$*" <<'PY'
+step "peers"
+peer_rc=0
+if [ "${NVFP4MOE_TORCH_PEERS:-1}" = 1 ] && python3 -c "import torch" 2>/dev/null; then
+  # The same presets, tokens and routing as the bench arguments.
+  peer_args=()
+  while [ $# -gt 0 ]; do
+    case "$1" in --preset|--tokens|--routing) peer_args+=("$1" "$2"); shift ;; esac
+    shift
+  done
+  set -- "${bench_args[@]}"
+  timeout ${NVFP4MOE_PEER_TIMEOUT:-240} python3 bench/peers/torch_grouped_mm.py "${peer_args[@]}" \
+    --json "$out/peers.json" > /tmp/peers.md 2> /tmp/peers.err
+  peer_rc=$?
+  tail -n 3 /tmp/peers.err
+fi
+
+if [ -n "${NVFP4MOE_NCU:-}" ] && command -v ncu >/dev/null; then
+  step "ncu: $NVFP4MOE_NCU"
+  # shellcheck disable=SC2086
+  timeout 240 ncu --clock-control none -k regex:grouped_gemm --launch-skip 4 --launch-count 1 --set full \
+    --import-source no -o /tmp/prof -f build-gpu/nvfp4moe bench --device cuda --reps 3 $NVFP4MOE_NCU \
+    > /tmp/ncu-run.log 2>&1
+  { ncu --import /tmp/prof.ncu-rep --page details; echo "==== hottest SASS (stall samples)";
+    ncu --import /tmp/prof.ncu-rep --page source --csv --print-source sass 2>/dev/null |
+      python3 scripts/ncu_hot_lines.py 60; } > "$out/ncu.txt" 2>&1 || tail -n 20 /tmp/ncu-run.log
+fi
+
+python3 - "$out" "$commit" "$started" "$build_rc" "$tests_rc" "$san_rc" "$bench_rc" "$peer_rc" "$*" <<'PY'
 import json, os, re, subprocess, sys
-out, commit, started, b, t, s, bn, args = sys.argv[1:9]
+out, commit, started, b, t, s, bn, pr, args = sys.argv[1:10]
 gpu = open("/tmp/gpu.txt").read().strip().splitlines()
 tests = open(os.path.join(out, "tests.log")).read()
 m = re.search(r"(\d+)% tests passed, (\d+) tests failed out of (\d+)", tests)
@@ -102,6 +134,26 @@ for name in ("bench.json", "bench-unfused.json"):
             bench += json.load(open(bp))
         except Exception as e:
             bench.append({"error": f"{name}: {e}"})
+peers = {}
+pp = os.path.join(out, "peers.json")
+if os.path.exists(pp):
+    peers = json.load(open(pp))
+    # The bench names Zipf routing "zipf1.2", the peer script "zipf:1.2".
+    by_case = {(r["preset"], r["op"], r["tokens"], r["routing"].replace(":", "")): r for r in peers["records"]}
+    rows = ["", "| preset | op | T | routing | nvfp4moe us | torch us | torch / nvfp4moe |", "|---|---|---|---|---|---|---|"]
+    for r in bench:
+        if r.get("schedule") != "compact" or r.get("unfused"):
+            continue
+        q = by_case.get((r["preset"], r["op"], r["tokens"], r["routing"].replace(":", "")))
+        if q:
+            key = "x_vs_torch_layer" if r["op"] == "layer" else "x_vs_torch_gemm"
+            r[key] = q["us"] / r["us"]
+            r["torch_us"] = q["us"]
+            rows.append(f"| {r['preset']} | {r['op']} | {r['tokens']} | {r['routing']} | {r['us']:.1f} | "
+                        f"{q['us']:.1f} ({q['peer']}) | {r[key]:.2f} |")
+    with open(os.path.join(out, "bench.md"), "a") as f:
+        f.write("\n".join(rows) + "\n")
+    print("\n".join(rows))
 rec = {
     "commit": commit, "date": started, "gpu": gpu[1] if len(gpu) > 1 else gpu,
     "command": "scripts/gpu-check.sh OUT " + args,
@@ -111,9 +163,11 @@ rec = {
     "sanitizer": open("/tmp/sanitizer-summary.txt").read().splitlines()
                  if os.path.exists("/tmp/sanitizer-summary.txt") else [],
     "nmse": [l.strip() for l in tests.splitlines() if l.startswith("[ nmse")],
+    "peer_rc": int(pr),
     "bench": bench,
+    "peers": peers,
 }
 json.dump(rec, open(os.path.join(out, "results.json"), "w"), indent=1)
 print("results.json written: cpu", rec["cpu_tests"], "gpu", rec["gpu_tests"], "sanitizer rc", s, "bench rc", bn)
 PY
-[ $tests_rc -eq 0 ] && [ $san_rc -eq 0 ] && [ $bench_rc -eq 0 ]
+[ $tests_rc -eq 0 ] && [ $san_rc -eq 0 ] && [ $bench_rc -eq 0 ] && [ $peer_rc -eq 0 ]

@@ -57,24 +57,23 @@ const char* cublas_name(cublasStatus_t s) { return cublasGetStatusString(s); }
 }  // namespace
 
 Status median_us(Stream stream, int warmup, int reps, const std::function<Status(int)>& fn, double* us) {
-  cudaEvent_t a, b;
-  NVFP4MOE_CUDA_TRY(cudaEventCreate(&a));
-  NVFP4MOE_CUDA_TRY(cudaEventCreate(&b));
+  cudaEvent_t a = nullptr, b = nullptr;
+  Status st = cuda_status(cudaEventCreate(&a), "cudaEventCreate");
+  if (st.ok()) st = cuda_status(cudaEventCreate(&b), "cudaEventCreate");
   std::vector<float> times;
-  Status st;
   for (int i = 0; i < warmup + reps && st.ok(); ++i) {
-    cudaEventRecord(a, stream);
-    st = fn(i);
-    cudaEventRecord(b, stream);
-    if (!st.ok()) break;
-    st = cuda_status(cudaEventSynchronize(b), "cudaEventSynchronize");
+    st = cuda_status(cudaEventRecord(a, stream), "cudaEventRecord");
+    if (st.ok()) st = fn(i);
+    if (st.ok()) st = cuda_status(cudaEventRecord(b, stream), "cudaEventRecord");
+    if (st.ok()) st = cuda_status(cudaEventSynchronize(b), "cudaEventSynchronize");
     float ms = 0;
     if (st.ok()) st = cuda_status(cudaEventElapsedTime(&ms, a, b), "cudaEventElapsedTime");
-    if (i >= warmup) times.push_back(ms * 1000.0f);
+    if (st.ok() && i >= warmup) times.push_back(ms * 1000.0f);
   }
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
+  if (a) cudaEventDestroy(a);
+  if (b) cudaEventDestroy(b);
   NVFP4MOE_RETURN_IF_ERROR(st);
+  if (times.empty()) return make_status(StatusCode::kInvalidArgument, "median_us: reps must be >= 1");
   std::nth_element(times.begin(), times.begin() + times.size() / 2, times.end());
   *us = times[times.size() / 2];
   return ok_status();

@@ -287,9 +287,13 @@ __global__ void __launch_bounds__(threads<kBlockT>(), 1) nvfp4_grouped_gemm_kern
   using Config = TileConfig<kBlockT>;
   constexpr int kStages = Config::kStages;
   constexpr int kConsumerThreads = 128 * Config::kConsumers;
-  extern __shared__ uint8_t smem_raw[];
-  auto& s = *reinterpret_cast<SharedStorage<kBlockT>*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) &
-                                                       ~uintptr_t(1023));
+  // NOTES: the 1024-byte alignment (128-byte swizzle atoms) is reached by
+  // offsetting the shared array itself, not by integer arithmetic on a
+  // generic pointer: through a uintptr_t round trip ptxas loses the address
+  // space and compiles every shared access to a generic LD.E/ST.E.
+  extern __shared__ __align__(1024) uint8_t smem_raw[];
+  const uint32_t smem_base = static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw));
+  auto& s = *reinterpret_cast<SharedStorage<kBlockT>*>(smem_raw + ((1024 - (smem_base & 1023)) & 1023));
   if (threadIdx.x == 0) {
     for (int i = 0; i < kStages; ++i) {
       ptx::mbarrier_init(&s.full[i], kProducerThreads + 1);  // cp.async arrivals + 1 expect_tx arrival
