@@ -58,10 +58,10 @@ san_rc=0
 rm -f /tmp/sanitizer-summary.txt
 if [ "${NVFP4MOE_SKIP_SANITIZER:-0}" != 1 ] && command -v compute-sanitizer >/dev/null; then
   gt=build-gpu/tests/nvfp4moe_gpu_tests
-  subset='GpuMulMatId.DequantIsExact*:GpuMulMatId.RaggedRouting:GpuMulMatId.DtypesAndSmallestShapes:GpuMulMatId.BadIds*:GpuMoeLayer.SwiGLUSeparateGateUp'
+  subset='GpuMulMatId.DequantIsExact*:GpuMulMatId.RaggedRouting:GpuMulMatId.DtypesAndSmallestShapes:GpuMulMatId.BadIds*:GpuMoeLayer.SwiGLUSeparateGateUp:GpuMoeLayer.DecodeEightTokensOaiMerged:GpuMoeLayer.BadIds*'
   for tool in memcheck racecheck initcheck; do
     filter=$subset
-    [ $tool = racecheck ] && filter='GpuMulMatId.RaggedRouting:GpuMulMatId.DtypesAndSmallestShapes'
+    [ $tool = racecheck ] && filter='GpuMulMatId.RaggedRouting:GpuMulMatId.DtypesAndSmallestShapes:GpuMoeLayer.DecodeEightTokensOaiMerged'
     echo "==== $tool: $gt --gtest_filter=$filter" >> "$out/sanitizer.log"
     timeout 150 compute-sanitizer --tool $tool --error-exitcode 3 $gt --gtest_filter="$filter" \
       > /tmp/sanitizer-$tool.log 2>&1
@@ -110,7 +110,7 @@ fi
 if [ -n "${NVFP4MOE_NCU:-}" ] && command -v ncu >/dev/null; then
   step "ncu: $NVFP4MOE_NCU"
   # shellcheck disable=SC2086
-  timeout 240 ncu --clock-control none -k regex:grouped_gemm --launch-skip 4 --launch-count 1 --set full \
+  timeout 240 ncu --clock-control none -k "regex:${NVFP4MOE_NCU_KERNEL:-grouped_gemm|weight_stream}" --launch-skip 4 --launch-count 1 --set full \
     --import-source no -o /tmp/prof -f build-gpu/nvfp4moe bench --device cuda --reps 3 $NVFP4MOE_NCU \
     > /tmp/ncu-run.log 2>&1
   { ncu --import /tmp/prof.ncu-rep --page details; echo "==== hottest SASS (stall samples)";

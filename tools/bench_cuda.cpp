@@ -16,6 +16,7 @@
 
 #include "cuda/bench_support.hpp"
 #include "cuda/check.hpp"
+#include "cuda/launch.hpp"
 #include "nvfp4moe/cuda.hpp"
 
 namespace nvfp4moe::bench {
@@ -227,6 +228,9 @@ Status run_case_cuda(const BenchCase& c, BenchResult* out) {
       std::max(out->flops / (env->peak_tflops * 1e12), out->weight_bytes / (env->read_gbps * 1e9)) * 1e6;
   out->extra.push_back({"roofline", roofline_us / us});
   out->extra.push_back({"plan_us", plan_us});
+  // 0: T <= 8 runs the weight streamer, which needs no plan (plan_us is then
+  // what the plan would cost, not part of us).
+  out->extra.push_back({"plan_used", nc::use_weight_streamer(T) && !c.unfused ? 0.0 : 1.0});
   out->extra.push_back({"peak_tflops", env->peak_tflops});
   out->extra.push_back({"read_gbps", env->read_gbps});
   return ok_status();

@@ -54,22 +54,29 @@ const char* cublas_name(cublasStatus_t s) { return cublasGetStatusString(s); }
     if (s_ != CUBLAS_STATUS_SUCCESS) return make_status(StatusCode::kDeviceError, #call ": ", cublas_name(s_)); \
   } while (0)
 
+// The timed loop of median_us; the caller owns (and destroys) the events.
+Status time_reps(Stream stream, int warmup, int reps, const std::function<Status(int)>& fn, cudaEvent_t* a,
+                 cudaEvent_t* b, std::vector<float>* times) {
+  NVFP4MOE_CUDA_TRY(cudaEventCreate(a));
+  NVFP4MOE_CUDA_TRY(cudaEventCreate(b));
+  for (int i = 0; i < warmup + reps; ++i) {
+    NVFP4MOE_CUDA_TRY(cudaEventRecord(*a, stream));
+    NVFP4MOE_RETURN_IF_ERROR(fn(i));
+    NVFP4MOE_CUDA_TRY(cudaEventRecord(*b, stream));
+    NVFP4MOE_CUDA_TRY(cudaEventSynchronize(*b));
+    float ms = 0;
+    NVFP4MOE_CUDA_TRY(cudaEventElapsedTime(&ms, *a, *b));
+    if (i >= warmup) times->push_back(ms * 1000.0f);
+  }
+  return ok_status();
+}
+
 }  // namespace
 
 Status median_us(Stream stream, int warmup, int reps, const std::function<Status(int)>& fn, double* us) {
   cudaEvent_t a = nullptr, b = nullptr;
-  Status st = cuda_status(cudaEventCreate(&a), "cudaEventCreate");
-  if (st.ok()) st = cuda_status(cudaEventCreate(&b), "cudaEventCreate");
   std::vector<float> times;
-  for (int i = 0; i < warmup + reps && st.ok(); ++i) {
-    st = cuda_status(cudaEventRecord(a, stream), "cudaEventRecord");
-    if (st.ok()) st = fn(i);
-    if (st.ok()) st = cuda_status(cudaEventRecord(b, stream), "cudaEventRecord");
-    if (st.ok()) st = cuda_status(cudaEventSynchronize(b), "cudaEventSynchronize");
-    float ms = 0;
-    if (st.ok()) st = cuda_status(cudaEventElapsedTime(&ms, a, b), "cudaEventElapsedTime");
-    if (st.ok() && i >= warmup) times.push_back(ms * 1000.0f);
-  }
+  const Status st = time_reps(stream, warmup, reps, fn, &a, &b, &times);
   if (a) cudaEventDestroy(a);
   if (b) cudaEventDestroy(b);
   NVFP4MOE_RETURN_IF_ERROR(st);

@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "cuda/ptx/sync.cuh"
+#include "nvfp4moe/layout.hpp"
 
 namespace nvfp4moe::cuda {
 
@@ -35,6 +36,28 @@ __device__ __forceinline__ void dequant_e2m1x8_bf16(uint32_t word, uint32_t scal
   a[1] = ptx::mul_bf16x2(p1, f_g8);
   a[2] = ptx::mul_bf16x2(p2, f_g);
   a[3] = ptx::mul_bf16x2(p3, f_g8);
+}
+
+// Where thread t (0..127, i.e. warp t / 32 of the 64-row chunk's four) finds
+// its k64 fragment inside a 2304-byte chunk: 16 code bytes, then the 8
+// scale bytes of its row pair (g, g + 8). Shared memory or global memory.
+struct FragmentRef {
+  const uint8_t* codes;
+  const uint8_t* scales;
+};
+__device__ __forceinline__ FragmentRef fragment_ref(const uint8_t* chunk, int t) {
+  const int warp = t / 32, g = (t % 32) / 4;
+  return {chunk + t * 16, chunk + kSm90ChunkCodeBytes + (warp * 8 + g) * 8};
+}
+
+// The thread's whole k64 fragment: four k16 steps of A registers.
+__device__ __forceinline__ void dequant_fragment(const uint4& codes, const uint2& scales, uint32_t (&a)[4][4]) {
+  const uint32_t words[4] = {codes.x, codes.y, codes.z, codes.w};
+#pragma unroll
+  for (int step = 0; step < 4; ++step) {
+    const uint32_t sw = step < 2 ? scales.x : scales.y;
+    dequant_e2m1x8_bf16(words[step], dequant_ue4m3x2_bf16(sw, step), a[step]);
+  }
 }
 
 }  // namespace nvfp4moe::cuda

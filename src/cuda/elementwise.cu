@@ -18,7 +18,9 @@ __global__ void f32_to_bf16_kernel(const float* x, __nv_bfloat16* y, int64_t n) 
     y[i] = __float2bfloat16_rn(x[i]);
 }
 
-__global__ void combine_slots_kernel(const float* y, int64_t num_tokens, int32_t top_k, int64_t cols, float* out) {
+__global__ void combine_slots_kernel(const float* y, int64_t num_tokens, int32_t top_k, int64_t cols,
+                                     const PlanStatus* status, float* out) {
+  if (status->code != kPlanOk) return;
   const int64_t n = num_tokens * cols;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
     const int64_t t = i / cols, c = i % cols;
@@ -29,7 +31,8 @@ __global__ void combine_slots_kernel(const float* y, int64_t num_tokens, int32_t
 }
 
 __global__ void scale_pairs_kernel(float* y, const int32_t* ids, const float* alpha, const float* alpha_up,
-                                   const float* route_w, int64_t pairs, int64_t cols) {
+                                   const float* route_w, int64_t pairs, int64_t cols, const PlanStatus* status) {
+  if (status->code != kPlanOk) return;
   const int64_t n = pairs * cols;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
     const int64_t pair = i / cols;
@@ -62,20 +65,21 @@ Status launch_f32_to_bf16(const float* x, uint16_t* y, int64_t n, cudaStream_t s
   return ok_status();
 }
 
-Status launch_combine_slots(const float* y, int64_t num_tokens, int64_t top_k, int64_t cols, float* out,
-                            cudaStream_t stream) {
+Status launch_combine_slots(const float* y, int64_t num_tokens, int64_t top_k, int64_t cols,
+                            const PlanStatus* status, float* out, cudaStream_t stream) {
   if (num_tokens * cols == 0) return ok_status();
   combine_slots_kernel<<<blocks_for(num_tokens * cols), kThreads, 0, stream>>>(y, num_tokens, int32_t(top_k), cols,
-                                                                               out);
+                                                                               status, out);
   NVFP4MOE_CUDA_CHECK_LAUNCH("combine_slots_kernel");
   return ok_status();
 }
 
 Status launch_scale_pairs(float* y, const int32_t* ids, const float* alpha, const float* alpha_up,
-                          const float* route_w, int64_t pairs, int64_t cols, cudaStream_t stream) {
+                          const float* route_w, int64_t pairs, int64_t cols, const PlanStatus* status,
+                          cudaStream_t stream) {
   if (pairs * cols == 0) return ok_status();
   scale_pairs_kernel<<<blocks_for(pairs * cols), kThreads, 0, stream>>>(y, ids, alpha, alpha_up, route_w, pairs,
-                                                                        cols);
+                                                                        cols, status);
   NVFP4MOE_CUDA_CHECK_LAUNCH("scale_pairs_kernel");
   return ok_status();
 }

@@ -10,6 +10,8 @@
 
 namespace nvfp4moe::cuda {
 
+struct PlanStatus;
+
 // How compact row r (a position in the expert-sorted order) finds its
 // activation row or output row.
 enum class RowMap : int32_t {
@@ -30,8 +32,10 @@ struct GemmParams {
   const float* alpha_up = nullptr;  // [E]; second chunk of kSwiGLU tiles
   int32_t num_experts = 0, n = 0, k = 0;
 
-  // Activations, BF16 rows.
+  // Activations, BF16 rows (x_f32: F32 rows instead, read by the weight
+  // streamer only, which rounds them to BF16 as it loads them).
   const uint16_t* x = nullptr;
+  const float* x_f32 = nullptr;
   int64_t x_stride = 0;  // elements between rows
   RowMap x_map = RowMap::kToken;
 
@@ -60,6 +64,12 @@ struct GemmParams {
   int32_t k_splits = 1;
   float* partial = nullptr;
   int64_t sorted_rows = 0;  // T*k
+
+  // Weight streamer (small T, no plan): it reads the ids itself, validates
+  // them like the plan kernel and reports into the same status word.
+  const int32_t* ids = nullptr;
+  int32_t num_tokens = 0;
+  PlanStatus* status = nullptr;
 
   // Output tiles along N for a kernel whose tile covers 64 * chunks rows.
 #if defined(__CUDACC__)

@@ -29,18 +29,28 @@ Status launch_reduce_split_k(const GemmParams& p, int num_sms, cudaStream_t stre
 int32_t choose_k_splits(int64_t num_tokens, int64_t top_k, int64_t num_experts, int64_t n, int64_t k,
                         int32_t block_t, int num_sms);
 
+// The weight streamer (weight_streamer.cu) runs MUL_MAT_ID without a plan
+// for T <= kStreamMaxTokens: rows per expert never exceed T (an expert
+// appears at most once per token), so one n8 mma column set holds them all.
+inline constexpr int32_t kStreamMaxTokens = 8;
+inline bool use_weight_streamer(int64_t num_tokens) { return num_tokens >= 1 && num_tokens <= kStreamMaxTokens; }
+Status launch_weight_streamer(const GemmParams& p, cudaStream_t stream);
+
 Status launch_build_plan(const int32_t* ids, int64_t num_tokens, int64_t top_k, int64_t num_experts,
                          int32_t block_rows, const DevicePlan& plan, cudaStream_t stream);
 
 // x (F32) -> BF16, n elements.
 Status launch_f32_to_bf16(const float* x, uint16_t* y, int64_t n, cudaStream_t stream);
 // out[t][:] = sum_j y[t*k + j][:] in slot order (deterministic), F32.
-Status launch_combine_slots(const float* y, int64_t num_tokens, int64_t top_k, int64_t cols, float* out,
-                            cudaStream_t stream);
+// Writes nothing when *status holds an error (bad ids: y was never written).
+Status launch_combine_slots(const float* y, int64_t num_tokens, int64_t top_k, int64_t cols,
+                            const PlanStatus* status, float* out, cudaStream_t stream);
 // Unfused baseline passes (llama.cpp style): y[pair][:] *= alpha[ids[pair]] (* w[pair]).
 // With alpha_up, odd 64-column blocks (interleaved up rows) take alpha_up.
+// Does nothing when *status holds an error (the ids are not safe to index with).
 Status launch_scale_pairs(float* y, const int32_t* ids, const float* alpha, const float* alpha_up,
-                          const float* route_w, int64_t pairs, int64_t cols, cudaStream_t stream);
+                          const float* route_w, int64_t pairs, int64_t cols, const PlanStatus* status,
+                          cudaStream_t stream);
 // h[pair][f] = act(gu[pair][gate f], gu[pair][up f]) for the interleaved gate_up output, to BF16.
 Status launch_swiglu_pairs(const float* gate_up, int64_t pairs, int64_t ffn, const ActivationParams& act,
                            uint16_t* h, cudaStream_t stream);

@@ -179,6 +179,7 @@ struct Context::Impl {
   int64_t cap_pairs = -1, cap_experts = -1;
   DeviceBuffer counts, offsets, sorted_src, inverse, jobs, scalars;  // scalars: num_jobs, max_count, status
   int64_t plan_tokens = 0, plan_top_k = 0, plan_experts = 0;
+  int64_t status_experts = 0;  // E of the last call that wrote the status word (plan or streamer)
   int32_t plan_block_rows = 0;
   DeviceBuffer x_bf16, h_bf16, y_f32, gu_f32, partial_f32;
 
@@ -252,7 +253,7 @@ Status Context::check_device_status(Stream stream) {
     case kPlanOk: return ok_status();
     case kPlanIdOutOfRange:
       return invalid_argument("ids[", st.token, "][", st.slot, "] = ", st.value, " is out of range [0, ",
-                              impl_->plan_experts, ")");
+                              impl_->status_experts, ")");
     case kPlanDuplicateId:
       return invalid_argument("ids[", st.token, "][", st.slot, "] = ", st.value,
                               " repeats an expert already chosen by this token");
@@ -278,6 +279,7 @@ Status build_plan(Context& ctx, const int32_t* ids, int64_t num_tokens, int64_t 
   m.plan_tokens = num_tokens;
   m.plan_top_k = top_k;
   m.plan_experts = num_experts;
+  m.status_experts = num_experts;
   m.plan_block_rows = block_rows;
   return launch_build_plan(ids, num_tokens, top_k, num_experts, block_rows, m.plan(), stream);
 }
@@ -363,6 +365,37 @@ Status gemm_params(Context::Impl& m, const DeviceExpertWeights& w, Schedule sche
   return ok_status();
 }
 
+// Params of the weight streamer: no plan, the kernel reads the ids and
+// writes the plan's status word. F32 activations are read as they are.
+Status streamer_params(Context::Impl& m, const DeviceExpertWeights& w, const int32_t* ids, int64_t num_tokens,
+                       int64_t top_k, const void* x, DType x_dtype, GemmParams* out) {
+  if (x_dtype != DType::kF32 && x_dtype != DType::kBF16)
+    return invalid_argument("x_dtype = ", int(x_dtype), " is not F32 or BF16");
+  GemmParams& p = *out;
+  p = GemmParams{};
+  p.w_packed = w.packed.as<uint8_t>();
+  p.alpha = w.alpha.as<float>();
+  p.alpha_up = w.alpha_up.as<float>();
+  p.num_experts = int32_t(w.num_experts);
+  p.n = int32_t(w.rows);
+  p.k = int32_t(w.cols);
+  p.top_k = int32_t(top_k);
+  p.ids = ids;
+  p.num_tokens = int32_t(num_tokens);
+  p.status = m.plan().status;
+  if (x_dtype == DType::kF32) p.x_f32 = static_cast<const float*>(x);
+  else p.x = static_cast<const uint16_t*>(x);
+  m.status_experts = w.num_experts;
+  return ok_status();
+}
+
+// Every kernel reads x and writes y in 16-byte vectors (cp.async, float4).
+Status check_aligned16(const void* ptr, const char* name) {
+  if (reinterpret_cast<uintptr_t>(ptr) % 16 != 0)
+    return invalid_argument(name, " = ", ptr, " is not 16-byte aligned (the CUDA backend reads and writes it in 16-byte vectors)");
+  return ok_status();
+}
+
 }  // namespace
 
 Status mul_mat_id(Context& ctx, const CudaMulMatIdArgs& a, Stream stream) {
@@ -379,7 +412,22 @@ Status mul_mat_id(Context& ctx, const CudaMulMatIdArgs& a, Stream stream) {
     return invalid_argument("y_dtype = ", int(a.y_dtype), " is not F32 or BF16");
   if (a.schedule != Schedule::kCompact && a.schedule != Schedule::kRect)
     return invalid_argument("schedule = ", int(a.schedule), " is not compact or rect");
+  NVFP4MOE_RETURN_IF_ERROR(check_aligned16(a.x, "x"));
+  NVFP4MOE_RETURN_IF_ERROR(check_aligned16(a.y, "y"));
+  if (reinterpret_cast<uintptr_t>(a.ids) % 4 != 0) return invalid_argument("ids = ", a.ids, " is not 4-byte aligned");
   Context::Impl& m = *ctx.impl();
+  if (use_weight_streamer(a.num_tokens)) {
+    // Decode sizes: both schedules are this one kernel (no tiles to schedule).
+    GemmParams p;
+    NVFP4MOE_RETURN_IF_ERROR(streamer_params(m, w, a.ids, a.num_tokens, a.top_k, a.x, a.x_dtype, &p));
+    p.x_stride = w.cols;
+    p.x_map = a.x_per_slot ? RowMap::kPair : RowMap::kToken;
+    p.y = a.y;
+    p.y_dtype = a.y_dtype;
+    p.y_stride = w.rows;
+    p.y_map = RowMap::kPair;
+    return launch_weight_streamer(p, stream);
+  }
   const int32_t block_t = choose_block_rows(a.num_tokens, a.top_k, w.num_experts);
   NVFP4MOE_RETURN_IF_ERROR(build_plan(ctx, a.ids, a.num_tokens, a.top_k, w.num_experts, block_t, stream));
   const int64_t x_rows = a.x_per_slot ? a.num_tokens * a.top_k : a.num_tokens;
@@ -406,8 +454,40 @@ Status moe_layer(Context& ctx, const CudaMoeLayerArgs& a, Stream stream) {
   if (!a.x) return invalid_argument("x is null");
   if (!a.ids) return invalid_argument("ids is null");
   if (!a.out) return invalid_argument("out is null");
+  NVFP4MOE_RETURN_IF_ERROR(check_aligned16(a.x, "x"));
+  NVFP4MOE_RETURN_IF_ERROR(check_aligned16(a.out, "out"));
+  if (reinterpret_cast<uintptr_t>(a.ids) % 4 != 0) return invalid_argument("ids = ", a.ids, " is not 4-byte aligned");
+  if (reinterpret_cast<uintptr_t>(a.route_weights) % 4 != 0)
+    return invalid_argument("route_weights = ", a.route_weights, " is not 4-byte aligned");
   Context::Impl& m = *ctx.impl();
   const int64_t T = a.num_tokens, k = a.top_k, pairs = T * k, H = L.hidden, F = L.ffn;
+  if (!a.unfused && use_weight_streamer(T)) {
+    // Decode sizes: gate_up + SwiGLU and down + router weight as two weight
+    // streams over the pairs (per-pair rows, no sorted order), then the combine.
+    NVFP4MOE_RETURN_IF_ERROR(m.grow(&m.h_bf16, sizeof(uint16_t) * pairs * F, stream, "h_bf16"));
+    NVFP4MOE_RETURN_IF_ERROR(m.grow(&m.y_f32, sizeof(float) * pairs * H, stream, "y_f32"));
+    GemmParams gu, down;
+    NVFP4MOE_RETURN_IF_ERROR(streamer_params(m, L.gate_up, a.ids, T, k, a.x, a.x_dtype, &gu));
+    gu.x_stride = H;
+    gu.x_map = RowMap::kToken;
+    gu.y = m.h_bf16.get();
+    gu.y_dtype = DType::kBF16;
+    gu.y_stride = F;
+    gu.y_map = RowMap::kPair;
+    gu.epilogue = EpilogueKind::kSwiGLU;
+    gu.act = L.act;
+    NVFP4MOE_RETURN_IF_ERROR(launch_weight_streamer(gu, stream));
+    NVFP4MOE_RETURN_IF_ERROR(streamer_params(m, L.down, a.ids, T, k, m.h_bf16.get(), DType::kBF16, &down));
+    down.x_stride = F;
+    down.x_map = RowMap::kPair;
+    down.y = m.y_f32.get();
+    down.y_dtype = DType::kF32;
+    down.y_stride = H;
+    down.y_map = RowMap::kPair;
+    down.route_w = a.route_weights;
+    NVFP4MOE_RETURN_IF_ERROR(launch_weight_streamer(down, stream));
+    return launch_combine_slots(m.y_f32.as<float>(), T, k, H, m.plan().status, a.out, stream);
+  }
   const int32_t block_t = choose_block_rows(T, k, L.num_experts);
   NVFP4MOE_RETURN_IF_ERROR(build_plan(ctx, a.ids, T, k, L.num_experts, block_t, stream));
   const uint16_t* x = nullptr;
@@ -450,15 +530,16 @@ Status moe_layer(Context& ctx, const CudaMoeLayerArgs& a, Stream stream) {
     gu.y_map = RowMap::kPair;
     NVFP4MOE_RETURN_IF_ERROR(launch_grouped_gemm(gu, block_t, m.num_sms, stream));
     NVFP4MOE_RETURN_IF_ERROR(launch_scale_pairs(m.gu_f32.as<float>(), a.ids, L.gate_up.alpha.as<float>(),
-                                                L.gate_up.alpha_up.as<float>(), nullptr, pairs, 2 * F, stream));
+                                                L.gate_up.alpha_up.as<float>(), nullptr, pairs, 2 * F,
+                                                m.plan().status, stream));
     NVFP4MOE_RETURN_IF_ERROR(launch_swiglu_pairs(m.gu_f32.as<float>(), pairs, F, L.act, m.h_bf16.as<uint16_t>(), stream));
     down.alpha = nullptr;
     down.x_map = RowMap::kPair;
     NVFP4MOE_RETURN_IF_ERROR(launch_grouped_gemm(down, block_t, m.num_sms, stream));
     NVFP4MOE_RETURN_IF_ERROR(launch_scale_pairs(m.y_f32.as<float>(), a.ids, L.down.alpha.as<float>(), nullptr,
-                                                a.route_weights, pairs, H, stream));
+                                                a.route_weights, pairs, H, m.plan().status, stream));
   }
-  return launch_combine_slots(m.y_f32.as<float>(), T, k, H, a.out, stream);
+  return launch_combine_slots(m.y_f32.as<float>(), T, k, H, m.plan().status, a.out, stream);
 }
 
 }  // namespace nvfp4moe::cuda

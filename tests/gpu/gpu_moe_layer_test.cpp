@@ -100,6 +100,35 @@ class GpuMoeLayer : public GpuTest {
 TEST_F(GpuMoeLayer, SwiGLUSeparateGateUp) { check({8, 256, 128, 37, 2, false, Activation::kSwiGLU}); }
 TEST_F(GpuMoeLayer, SwiGLUOaiMerged) { check({16, 512, 192, 130, 4, true, Activation::kSwiGLUOai}); }
 TEST_F(GpuMoeLayer, DecodeSingleToken) { check({64, 1024, 256, 1, 8, false, Activation::kSwiGLU}); }
+TEST_F(GpuMoeLayer, DecodeEightTokensOaiMerged) { check({32, 512, 320, 8, 4, true, Activation::kSwiGLUOai}); }
+
+// Bad ids: the op reports them through check_device_status and leaves out
+// untouched, on the weight-streamer path (T <= 8) and the plan path.
+TEST_F(GpuMoeLayer, BadIdsLeaveTheOutputUntouched) {
+  for (const int64_t T : {int64_t(3), int64_t(40)}) {
+    for (const bool unfused : {false, true}) {
+      const LayerCase c{8, 256, 128, T, 2, false, Activation::kSwiGLU};
+      std::mt19937_64 rng(test_seed());
+      Built b = build(rng, c);
+      cuda::DeviceMoeLayer layer;
+      ASSERT_OK(cuda::upload_moe_layer(b.view, b.act, &layer));
+      std::vector<float> x = random_normal(rng, size_t(c.T * c.H), 1.0f);
+      std::vector<int32_t> ids = random_ids(rng, c.T, c.k, c.E);
+      ids[2 * c.k + 1] = 99;
+      std::vector<float> rw(c.T * c.k, 0.5f);
+      cuda::DeviceBuffer dx = to_device(x), dids = to_device(ids), dw = to_device(rw);
+      cuda::DeviceBuffer dout = poisoned_floats(c.T * c.H);
+      cuda::CudaMoeLayerArgs a = moe_layer_args(layer, dx, dids, dw, c.T, c.k, dout);
+      a.unfused = unfused;
+      ASSERT_OK(cuda::moe_layer(*ctx, a, stream));
+      const Status st = ctx->check_device_status(stream);
+      EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << "T=" << T << " unfused=" << unfused;
+      EXPECT_NE(st.message().find("ids[2][1] = 99"), std::string::npos) << st.message();
+      const std::vector<float> out = to_host<float>(dout, c.T * c.H);
+      for (float v : out) ASSERT_TRUE(std::isnan(v)) << "out written despite bad ids, T=" << T << " unfused=" << unfused;
+    }
+  }
+}
 TEST_F(GpuMoeLayer, QwenShapePrefill) { check({128, 2048, 768, 256, 8, false, Activation::kSwiGLU, Schedule::kRect}); }
 
 TEST_F(GpuMoeLayer, GraphCaptureAndReplay) {

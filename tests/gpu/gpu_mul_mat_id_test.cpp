@@ -88,6 +88,8 @@ class GpuMulMatId : public GpuTest {
     out->nmse = nmse_rows(out->y, c.N, out->pairs, ref);
   }
 
+  void capture_and_replay(int64_t T);
+
   void check_case(const Case& c, const char* label) {
     std::mt19937_64 rng(test_seed());
     ExpertWeights w = random_weights(rng, c.E, c.N, c.K);
@@ -108,7 +110,7 @@ class GpuMulMatId : public GpuTest {
 // activations make each output exactly one weight, so the kernel's dequant
 // must reproduce e2m1 * ue4m3 * alpha bit for bit.
 TEST_F(GpuMulMatId, DequantIsExactForEveryCodeAndScale) {
-  const int64_t N = 512, K = 64, T = 64;
+  const int64_t N = 512, K = 64;
   ExpertWeights w;
   w.num_experts = 1;
   w.rows = N;
@@ -129,26 +131,33 @@ TEST_F(GpuMulMatId, DequantIsExactForEveryCodeAndScale) {
   // Scale bytes 0..0x7E each appear with all 16 codes (covered over rows n).
   cuda::DeviceExpertWeights dw;
   ASSERT_OK(cuda::upload_expert_weights(w.view(), &dw));
-  std::vector<float> x(T * K, 0.0f);
-  for (int64_t t = 0; t < T; ++t) x[t * K + t] = 1.0f;
-  std::vector<int32_t> ids(T, 0);
-  cuda::DeviceBuffer dx = to_device(x), dids = to_device(ids), dy = poisoned_floats(T * N);
-  cuda::CudaMulMatIdArgs a = mul_mat_id_args(dw, dx, dids, T, 1, dy);
-  ASSERT_OK(cuda::mul_mat_id(*ctx, a, stream));
-  const std::vector<float> y = to_host<float>(dy, T * N);
   std::vector<float> row(K);
-  int64_t mismatches = 0;
-  for (int64_t n = 0; n < N; ++n) {
-    dequantize_row(w.codes.data() + n * K / 2, w.scales.data() + n * K / 16, K, row.data());
-    for (int64_t t = 0; t < T; ++t) {
-      const float want = row[t] * 0.25f;
-      const float got = y[t * N + n];
-      if (std::memcmp(&want, &got, 4) != 0 && !(want == 0 && got == 0)) {
-        if (++mismatches < 10) ADD_FAILURE() << "w[" << n << "][" << t << "]: want " << want << " got " << got;
+  // T = 64: one wgmma call over all K positions; T = 8: the weight streamer,
+  // eight calls of eight one-hot rows.
+  for (const int64_t T : {int64_t(64), int64_t(8)}) {
+    int64_t mismatches = 0;
+    for (int64_t base = 0; base < K; base += T) {
+      std::vector<float> x(T * K, 0.0f);
+      for (int64_t t = 0; t < T; ++t) x[t * K + base + t] = 1.0f;
+      std::vector<int32_t> ids(T, 0);
+      cuda::DeviceBuffer dx = to_device(x), dids = to_device(ids), dy = poisoned_floats(T * N);
+      cuda::CudaMulMatIdArgs a = mul_mat_id_args(dw, dx, dids, T, 1, dy);
+      ASSERT_OK(cuda::mul_mat_id(*ctx, a, stream));
+      const std::vector<float> y = to_host<float>(dy, T * N);
+      for (int64_t n = 0; n < N; ++n) {
+        dequantize_row(w.codes.data() + n * K / 2, w.scales.data() + n * K / 16, K, row.data());
+        for (int64_t t = 0; t < T; ++t) {
+          const float want = row[base + t] * 0.25f;
+          const float got = y[t * N + n];
+          if (std::memcmp(&want, &got, 4) != 0 && !(want == 0 && got == 0)) {
+            if (++mismatches < 10)
+              ADD_FAILURE() << "T=" << T << " w[" << n << "][" << base + t << "]: want " << want << " got " << got;
+          }
+        }
       }
     }
+    EXPECT_EQ(mismatches, 0) << "T=" << T;
   }
-  EXPECT_EQ(mismatches, 0);
 }
 
 // ggml's test-backend-ops grid for MUL_MAT_ID: m = 512, k = 256.
@@ -188,6 +197,21 @@ TEST_F(GpuMulMatId, DtypesAndSmallestShapes) {
       check_case(c, "smallest");
       Case c2{5, 192, 128, 40, 3, true, xd, yd};  // N % 128 == 64: a half tile
       check_case(c2, "half-tile");
+    }
+}
+
+// The weight streamer (T <= 8): every T, the largest k and E the API allows
+// (256 pairs), both x layouts and dtypes, and N % 128 == 64.
+TEST_F(GpuMulMatId, WeightStreamerShapes) {
+  for (int64_t T = 1; T <= 8; ++T) {
+    check_case({16, 256, 512, T, 4, T % 2 == 0}, "streamer");
+    if (HasFatalFailure()) return;
+  }
+  for (DType xd : {DType::kF32, DType::kBF16})
+    for (DType yd : {DType::kF32, DType::kBF16}) {
+      check_case({1024, 192, 128, 8, 32, false, xd, yd}, "streamer-E1024-k32");
+      check_case({40, 128, 1024, 7, 32, true, xd, yd}, "streamer-per-slot");
+      if (HasFatalFailure()) return;
     }
 }
 
@@ -241,8 +265,16 @@ TEST_F(GpuMulMatId, SchedulesBitIdenticalAndDeterministic) {
 // The op captured in a graph (global capture mode: any host synchronization
 // inside would invalidate the capture) replays to the same bits.
 TEST_F(GpuMulMatId, GraphCaptureAndReplay) {
+  for (const int64_t T : {int64_t(3), int64_t(50)}) {  // weight streamer, then plan + wgmma
+    SCOPED_TRACE(T);
+    capture_and_replay(T);
+    if (HasFatalFailure()) return;
+  }
+}
+
+void GpuMulMatId::capture_and_replay(int64_t T) {
   std::mt19937_64 rng(test_seed());
-  const int64_t E = 16, N = 256, K = 512, T = 50, k = 2;
+  const int64_t E = 16, N = 256, K = 512, k = 2;
   ExpertWeights w = random_weights(rng, E, N, K);
   cuda::DeviceExpertWeights dw;
   ASSERT_OK(cuda::upload_expert_weights(w.view(), &dw));
@@ -274,25 +306,70 @@ TEST_F(GpuMulMatId, GraphCaptureAndReplay) {
 // and check_device_status names the position.
 TEST_F(GpuMulMatId, BadIdsAreReportedAndOutputUntouched) {
   std::mt19937_64 rng(test_seed());
-  const int64_t E = 8, N = 64, K = 64, T = 5, k = 2;
+  const int64_t E = 8, N = 64, K = 64, k = 2;
   ExpertWeights w = random_weights(rng, E, N, K);
   cuda::DeviceExpertWeights dw;
   ASSERT_OK(cuda::upload_expert_weights(w.view(), &dw));
-  std::vector<float> x = random_normal(rng, size_t(T * K), 1.0f);
-  cuda::DeviceBuffer dx = to_device(x);
-  for (int variant = 0; variant < 2; ++variant) {
+  for (const int64_t T : {int64_t(5), int64_t(40)}) {  // weight streamer, then the plan kernel
+    std::vector<float> x = random_normal(rng, size_t(T * K), 1.0f);
+    cuda::DeviceBuffer dx = to_device(x);
+    for (int variant = 0; variant < 3; ++variant) {
+      std::vector<int32_t> ids = random_ids(rng, T, k, E);
+      std::string want;
+      if (variant == 0) {
+        ids[3 * k + 1] = int32_t(E + 5);
+        want = "ids[3][1] = 13 is out of range [0, 8)";
+      } else if (variant == 1) {
+        ids[2 * k + 1] = ids[2 * k];
+        want = "ids[2][1]";
+      } else {  // two bad pairs: the first in pair order is named
+        ids[(T - 1) * k] = -1;
+        ids[1 * k + 1] = ids[1 * k];
+        want = "ids[1][1]";
+      }
+      cuda::DeviceBuffer dids = to_device(ids), dy = poisoned_floats(T * k * N);
+      cuda::CudaMulMatIdArgs a = mul_mat_id_args(dw, dx, dids, T, k, dy);
+      ASSERT_OK(cuda::mul_mat_id(*ctx, a, stream));
+      const Status st = ctx->check_device_status(stream);
+      EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << "T=" << T;
+      EXPECT_NE(st.message().find(want), std::string::npos) << "T=" << T << ": " << st.message();
+      const std::vector<float> y = to_host<float>(dy, T * k * N);
+      for (float v : y) ASSERT_TRUE(std::isnan(v)) << "output written despite bad ids, T=" << T;
+    }
+    // A good call afterwards clears the status.
     std::vector<int32_t> ids = random_ids(rng, T, k, E);
-    if (variant == 0) ids[3 * k + 1] = int32_t(E + 5);
-    else ids[2 * k + 1] = ids[2 * k];
     cuda::DeviceBuffer dids = to_device(ids), dy = poisoned_floats(T * k * N);
-    cuda::CudaMulMatIdArgs a = mul_mat_id_args(dw, dx, dids, T, k, dy);
-    ASSERT_OK(cuda::mul_mat_id(*ctx, a, stream));
-    const Status st = ctx->check_device_status(stream);
-    EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
-    EXPECT_NE(st.message().find(variant == 0 ? "ids[3][1]" : "ids[2][1]"), std::string::npos) << st.message();
-    const std::vector<float> y = to_host<float>(dy, T * k * N);
-    for (float v : y) ASSERT_TRUE(std::isnan(v)) << "output written despite bad ids";
+    ASSERT_OK(cuda::mul_mat_id(*ctx, mul_mat_id_args(dw, dx, dids, T, k, dy), stream));
+    EXPECT_TRUE(ctx->check_device_status(stream).ok()) << "T=" << T;
   }
+}
+
+// The CUDA kernels move x and y in 16-byte vectors: other alignments are refused.
+TEST_F(GpuMulMatId, MisalignedPointersAreRefused) {
+  std::mt19937_64 rng(test_seed());
+  const int64_t E = 4, N = 64, K = 64, T = 4, k = 1;
+  ExpertWeights w = random_weights(rng, E, N, K);
+  cuda::DeviceExpertWeights dw;
+  ASSERT_OK(cuda::upload_expert_weights(w.view(), &dw));
+  cuda::DeviceBuffer dx = poisoned_floats(T * K + 4), dids = to_device(random_ids(rng, T, k, E)),
+                     dy = poisoned_floats(T * N + 4);
+  cuda::CudaMulMatIdArgs a = mul_mat_id_args(dw, dx, dids, T, k, dy);
+  a.x = dx.as<float>() + 1;
+  Status st = cuda::mul_mat_id(*ctx, a, stream);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("x = "), std::string::npos) << st.message();
+  a.x = dx.get();
+  a.y = dy.as<float>() + 2;
+  st = cuda::mul_mat_id(*ctx, a, stream);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("y = "), std::string::npos) << st.message();
+  a.y = dy.get();
+  a.ids = reinterpret_cast<const int32_t*>(reinterpret_cast<const char*>(dids.get()) + 2);
+  st = cuda::mul_mat_id(*ctx, a, stream);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("ids = "), std::string::npos) << st.message();
+  a.ids = dids.as<int32_t>();
+  ASSERT_OK(cuda::mul_mat_id(*ctx, a, stream));  // the aligned call still runs
 }
 
 // The device plan is the CPU plan, bit for bit.

@@ -47,15 +47,16 @@ inline constexpr int kMinMmaWidth = 32;
 // forever. register_budget_fits() below checks it at compile time.
 template <int kBlockT>
 struct TileConfig;
+// NOTES: stage counts fill the 227 KB of shared memory beside the epilogue
+// tile. ncu of qwen3 gate_up T=2048 at 4 wide stages: 40% of warp stalls
+// were consumers waiting on a full barrier (activations still in flight).
 template <> struct TileConfig<32> {
-  static constexpr int kConsumers = 4, kStages = 10, kProducerRegs = 56, kConsumerRegs = 104;
+  static constexpr int kConsumers = 4, kStages = 14, kProducerRegs = 56, kConsumerRegs = 104;
 };
-// NOTES: at 40 registers the producer spills 20 bytes. The run that moved
-// to 56/224 (bench/results/2026-11-30-h200-3eb5ba4.json) also measured
-// prefill ~20% slower than the runs before it at 40/232, so 40/232 stays
-// until a same-build comparison says otherwise.
+// NOTES: at 40 registers the producer spills 20 bytes, in the per-tile
+// set-up only (SASS), not in the K loop.
 template <> struct TileConfig<128> {
-  static constexpr int kConsumers = 2, kStages = 4, kProducerRegs = 40, kConsumerRegs = 232;
+  static constexpr int kConsumers = 2, kStages = 7, kProducerRegs = 40, kConsumerRegs = 232;
 };
 
 template <int kBlockT>
@@ -97,6 +98,10 @@ template <int kBlockT>
 constexpr size_t smem_bytes() {
   return sizeof(SharedStorage<kBlockT>) + 1024;  // +1024: manual alignment
 }
+// sm_90's opt-in dynamic shared memory limit per block.
+inline constexpr size_t kMaxSmemPerBlock = 227 * 1024;
+static_assert(smem_bytes<32>() <= kMaxSmemPerBlock && smem_bytes<128>() <= kMaxSmemPerBlock,
+              "pipeline stages exceed the shared memory of an SM");
 
 struct PipelineState {
   int stage = 0;
@@ -157,22 +162,6 @@ __device__ void producer(const GemmParams& p, SharedStorage<kBlockT>& s, int t) 
   ptx::cp_async_wait_all();  // no copy may outlive its issuing thread
 }
 
-template <int kBlockT>
-__device__ __forceinline__ void load_fragment(const uint8_t* chunk, int t, uint4& codes, uint2& scales) {
-  const int warp = t / 32, g = (t % 32) / 4;
-  codes = *reinterpret_cast<const uint4*>(chunk + t * 16);
-  scales = *reinterpret_cast<const uint2*>(chunk + kSm90ChunkCodeBytes + (warp * 8 + g) * 8);
-}
-
-__device__ __forceinline__ void dequant_fragment(const uint4& codes, const uint2& scales, uint32_t (&a)[4][4]) {
-  const uint32_t words[4] = {codes.x, codes.y, codes.z, codes.w};
-#pragma unroll
-  for (int step = 0; step < 4; ++step) {
-    const uint32_t sw = step < 2 ? scales.x : scales.y;
-    dequant_e2m1x8_bf16(words[step], dequant_ue4m3x2_bf16(sw, step), a[step]);
-  }
-}
-
 // The K loop of one tile at wgmma width kN (<= kBlockT), then alpha and the
 // transposed store of the accumulators into s.tile.
 template <int kN, int kBlockT>
@@ -203,10 +192,8 @@ __device__ __forceinline__ void mma_tile(const GemmParams& p, SharedStorage<kBlo
     auto k_step = [&](int kb, uint32_t(&abuf)[4][4]) {
       auto& st = s.stages[ps.stage];
       ptx::mbarrier_wait_parity(&s.full[ps.stage], ps.phase);
-      uint4 codes;
-      uint2 scales;
-      load_fragment<kBlockT>(st.w[wg], t, codes, scales);
-      dequant_fragment(codes, scales, abuf);
+      const FragmentRef f = fragment_ref(st.w[wg], t);
+      dequant_fragment(*reinterpret_cast<const uint4*>(f.codes), *reinterpret_cast<const uint2*>(f.scales), abuf);
       const uint64_t desc = ptx::smem_desc_kmajor_sw128(st.x);
       ptx::wgmma_fence();
 #pragma unroll
