@@ -18,8 +18,13 @@ cd "$(dirname "$0")/.."
 mkdir -p "$out"
 root=$PWD
 started=$(date -u +%Y-%m-%dT%H:%M:%SZ)
-commit=$(git rev-parse HEAD 2>/dev/null || echo unknown)
-[ -z "$(git status --porcelain --untracked-files=no 2>/dev/null)" ] || commit="$commit-dirty"
+# A `git archive` export names its commit in tools/COMMIT (export-subst);
+# inside a checkout, ask git.
+commit=$(head -n 1 tools/COMMIT 2>/dev/null)
+if [ -z "$commit" ] || [[ "$commit" == *Format* ]]; then
+  commit=$(git rev-parse HEAD 2>/dev/null || echo unknown)
+  [ -z "$(git status --porcelain --untracked-files=no 2>/dev/null)" ] || commit="$commit-dirty"
+fi
 
 step() { echo "== $* ($(date -u +%T))"; }
 
