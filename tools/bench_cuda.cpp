@@ -230,7 +230,8 @@ Status run_case_cuda(const BenchCase& c, BenchResult* out) {
   out->extra.push_back({"plan_us", plan_us});
   // 0: T <= 8 runs the weight streamer, which needs no plan (plan_us is then
   // what the plan would cost, not part of us).
-  out->extra.push_back({"plan_used", nc::use_weight_streamer(T) && !c.unfused ? 0.0 : 1.0});
+  const int64_t stream_k = c.op == Op::kLayer ? std::max(p.hidden, p.ffn) : cols;
+  out->extra.push_back({"plan_used", nc::use_weight_streamer(T, stream_k) && !c.unfused ? 0.0 : 1.0});
   out->extra.push_back({"peak_tflops", env->peak_tflops});
   out->extra.push_back({"read_gbps", env->read_gbps});
   return ok_status();

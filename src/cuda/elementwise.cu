@@ -45,7 +45,9 @@ __global__ void scale_pairs_kernel(float* y, const int32_t* ids, const float* al
 }
 
 __global__ void swiglu_pairs_kernel(const float* gate_up, int64_t pairs, int64_t ffn, ActivationParams act,
-                                    __nv_bfloat16* h) {
+                                    __nv_bfloat16* h,
+                                    const PlanStatus* status) {
+  if (status->code != kPlanOk) return;  // gate_up was never written
   const int64_t n = pairs * ffn;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
     const int64_t pair = i / ffn, f = i % ffn;
@@ -85,10 +87,10 @@ Status launch_scale_pairs(float* y, const int32_t* ids, const float* alpha, cons
 }
 
 Status launch_swiglu_pairs(const float* gate_up, int64_t pairs, int64_t ffn, const ActivationParams& act,
-                           uint16_t* h, cudaStream_t stream) {
+                           const PlanStatus* status, uint16_t* h, cudaStream_t stream) {
   if (pairs * ffn == 0) return ok_status();
   swiglu_pairs_kernel<<<blocks_for(pairs * ffn), kThreads, 0, stream>>>(gate_up, pairs, ffn, act,
-                                                                        reinterpret_cast<__nv_bfloat16*>(h));
+                                                                        reinterpret_cast<__nv_bfloat16*>(h), status);
   NVFP4MOE_CUDA_CHECK_LAUNCH("swiglu_pairs_kernel");
   return ok_status();
 }

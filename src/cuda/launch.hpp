@@ -33,7 +33,15 @@ int32_t choose_k_splits(int64_t num_tokens, int64_t top_k, int64_t num_experts, 
 // for T <= kStreamMaxTokens: rows per expert never exceed T (an expert
 // appears at most once per token), so one n8 mma column set holds them all.
 inline constexpr int32_t kStreamMaxTokens = 8;
-inline bool use_weight_streamer(int64_t num_tokens) { return num_tokens >= 1 && num_tokens <= kStreamMaxTokens; }
+// Its activation rows live in shared memory (bit_ceil(T) x K BF16), within
+// this budget: mixtral's down (K = 14336) fits up to T = 4, and larger calls
+// take the plan path.
+inline constexpr size_t kStreamMaxStagedBytes = 200 * 1024;
+size_t weight_streamer_smem_bytes(int64_t num_tokens, int64_t k);
+inline bool use_weight_streamer(int64_t num_tokens, int64_t k) {
+  return num_tokens >= 1 && num_tokens <= kStreamMaxTokens &&
+         weight_streamer_smem_bytes(num_tokens, k) <= kStreamMaxStagedBytes;
+}
 Status launch_weight_streamer(const GemmParams& p, cudaStream_t stream);
 
 Status launch_build_plan(const int32_t* ids, int64_t num_tokens, int64_t top_k, int64_t num_experts,
@@ -52,7 +60,8 @@ Status launch_scale_pairs(float* y, const int32_t* ids, const float* alpha, cons
                           const float* route_w, int64_t pairs, int64_t cols, const PlanStatus* status,
                           cudaStream_t stream);
 // h[pair][f] = act(gu[pair][gate f], gu[pair][up f]) for the interleaved gate_up output, to BF16.
+// Does nothing when *status holds an error.
 Status launch_swiglu_pairs(const float* gate_up, int64_t pairs, int64_t ffn, const ActivationParams& act,
-                           uint16_t* h, cudaStream_t stream);
+                           const PlanStatus* status, uint16_t* h, cudaStream_t stream);
 
 }  // namespace nvfp4moe::cuda

@@ -416,7 +416,7 @@ Status mul_mat_id(Context& ctx, const CudaMulMatIdArgs& a, Stream stream) {
   NVFP4MOE_RETURN_IF_ERROR(check_aligned16(a.y, "y"));
   if (reinterpret_cast<uintptr_t>(a.ids) % 4 != 0) return invalid_argument("ids = ", a.ids, " is not 4-byte aligned");
   Context::Impl& m = *ctx.impl();
-  if (use_weight_streamer(a.num_tokens)) {
+  if (use_weight_streamer(a.num_tokens, w.cols)) {
     // Decode sizes: both schedules are this one kernel (no tiles to schedule).
     GemmParams p;
     NVFP4MOE_RETURN_IF_ERROR(streamer_params(m, w, a.ids, a.num_tokens, a.top_k, a.x, a.x_dtype, &p));
@@ -461,7 +461,7 @@ Status moe_layer(Context& ctx, const CudaMoeLayerArgs& a, Stream stream) {
     return invalid_argument("route_weights = ", a.route_weights, " is not 4-byte aligned");
   Context::Impl& m = *ctx.impl();
   const int64_t T = a.num_tokens, k = a.top_k, pairs = T * k, H = L.hidden, F = L.ffn;
-  if (!a.unfused && use_weight_streamer(T)) {
+  if (!a.unfused && use_weight_streamer(T, std::max(H, F))) {
     // Decode sizes: gate_up + SwiGLU and down + router weight as two weight
     // streams over the pairs (per-pair rows, no sorted order), then the combine.
     NVFP4MOE_RETURN_IF_ERROR(m.grow(&m.h_bf16, sizeof(uint16_t) * pairs * F, stream, "h_bf16"));
@@ -532,7 +532,8 @@ Status moe_layer(Context& ctx, const CudaMoeLayerArgs& a, Stream stream) {
     NVFP4MOE_RETURN_IF_ERROR(launch_scale_pairs(m.gu_f32.as<float>(), a.ids, L.gate_up.alpha.as<float>(),
                                                 L.gate_up.alpha_up.as<float>(), nullptr, pairs, 2 * F,
                                                 m.plan().status, stream));
-    NVFP4MOE_RETURN_IF_ERROR(launch_swiglu_pairs(m.gu_f32.as<float>(), pairs, F, L.act, m.h_bf16.as<uint16_t>(), stream));
+    NVFP4MOE_RETURN_IF_ERROR(launch_swiglu_pairs(m.gu_f32.as<float>(), pairs, F, L.act, m.plan().status,
+                                                 m.h_bf16.as<uint16_t>(), stream));
     down.alpha = nullptr;
     down.x_map = RowMap::kPair;
     NVFP4MOE_RETURN_IF_ERROR(launch_grouped_gemm(down, block_t, m.num_sms, stream));

@@ -9,15 +9,20 @@
 //   so every hit expert's weights are read once; it gathers that expert's
 //   pairs (<= T <= 8 rows, ascending) as the n8 columns of mma.sync.
 // Warps: 4 * kChunks along N (16 weight rows each, the sm90 fragment layout
-// is one warp's mma A fragment), kWarpsK along K (k64 blocks dealt round
+// is one warp's mma A fragment), the rest along K (k64 blocks dealt round
 // robin). Each warp double-buffers kUnroll fragments of global loads, so
-// ~4.6 KB per warp are in flight. The K partial sums meet in shared memory
-// and are added in warp order, then the shared epilogue (alpha, SwiGLU on
-// gate/up chunk pairs, router weight, F32/BF16 store) writes the rows.
+// ~4.6 KB per warp are in flight. The expert's activation rows are staged
+// once in shared memory as BF16 B fragments (one LDS.64 per k16 step, zeros
+// past its rows): NOTES: the first version loaded them from global memory
+// beside each mma, and every mma waited on that load (1.3 TB/s on H200).
+// The K partial sums meet in shared memory and are added in warp order,
+// then the shared epilogue (alpha, SwiGLU on gate/up chunk pairs, router
+// weight, F32/BF16 store) writes the rows.
 // Summation order differs from the wgmma path (a different K split), so
 // outputs agree with it to fp32 rounding, not bit for bit; for a given
 // input they are the same on every run, and they do not depend on T or on
 // the other tokens (each output row's order is fixed).
+#include <algorithm>
 #include <cstdint>
 
 #include "cuda/check.hpp"
@@ -30,13 +35,13 @@
 namespace nvfp4moe::cuda {
 namespace {
 
-constexpr int kWarpsK = 2;
+constexpr int kThreads = 256;
 constexpr int kUnroll = 4;
 
 template <int kChunks>
 struct StreamConfig {
   static constexpr int kWarpsN = 4 * kChunks;
-  static constexpr int kThreads = 32 * kWarpsN * kWarpsK;
+  static constexpr int kWarpsK = kThreads / 32 / kWarpsN;
   static constexpr int kRows = 64 * kChunks;      // weight rows of the CTA
   static constexpr int kTileStride = kRows + 4;  // floats between token rows of the tile
 };
@@ -44,11 +49,11 @@ struct StreamConfig {
 template <int kChunks>
 struct StreamShared {
   using C = StreamConfig<kChunks>;
-  float partial[kWarpsK][kStreamMaxTokens][C::kRows];
+  float partial[C::kWarpsK][kStreamMaxTokens][C::kRows];
   float tile[kStreamMaxTokens * C::kTileStride];
   EpilogueRows rows[kStreamMaxTokens];
   int32_t pair_of[kStreamMaxTokens];  // the expert's pairs, ascending
-  int32_t warp_hits[C::kThreads / 32];
+  int32_t warp_hits[kThreads / 32];
   int32_t bad_pair;
 };
 
@@ -57,21 +62,35 @@ __device__ __forceinline__ int64_t pair_row(RowMap map, int32_t pair, int32_t to
   return map == RowMap::kToken ? pair / top_k : pair;
 }
 
-// B fragment of one k16 step for column g: x[row][k0 + 2q .. +1] and
-// [k0 + 2q + 8 .. +9] as bf16x2; zeros for a column past the expert's rows.
-__device__ __forceinline__ void load_b(const GemmParams& p, int64_t xrow, bool valid, int k, uint32_t& b0,
-                                       uint32_t& b1) {
-  if (!valid) {
-    b0 = b1 = 0;
-  } else if (p.x_f32) {
-    const float* x = p.x_f32 + xrow * p.x_stride + k;
-    const float2 lo = *reinterpret_cast<const float2*>(x), hi = *reinterpret_cast<const float2*>(x + 8);
-    b0 = ptx::pack_bf16x2_rn(lo.x, lo.y);
-    b1 = ptx::pack_bf16x2_rn(hi.x, hi.y);
-  } else {
-    const uint16_t* x = p.x + xrow * p.x_stride + k;
-    b0 = *reinterpret_cast<const uint32_t*>(x);
-    b1 = *reinterpret_cast<const uint32_t*>(x + 8);
+// Columns (token rows) the staged B fragments hold: rows of one expert
+// (<= T), rounded up to a power of two.
+__host__ __device__ __forceinline__ int32_t staged_columns(int32_t num_tokens) {
+  int32_t r = 1;
+  while (r < num_tokens) r *= 2;
+  return r;
+}
+
+// x rows of the expert -> shared memory, BF16, in mma B-fragment order:
+// u32 index ((s * cols + n) * 4 + q) * 2 + hi holds k = 16 s + 2 q + 8 hi
+// (+1) of column n, so lane (g, q) reads its b0, b1 of step s as one
+// 8-byte word. Columns past num_rows are zeros.
+__device__ __forceinline__ void stage_b_fragments(const GemmParams& p, const int32_t* pair_of, int32_t num_rows,
+                                                  int32_t cols, uint32_t* xs) {
+  const int32_t half_k = p.k / 2;
+  for (int32_t i = threadIdx.x; i < cols * half_k; i += blockDim.x) {
+    const int32_t n = i / half_k, k = 2 * (i % half_k);
+    uint32_t v = 0;
+    if (n < num_rows) {
+      const int64_t row = pair_row(p.x_map, pair_of[n], p.top_k);
+      if (p.x_f32) {
+        const float2 f = *reinterpret_cast<const float2*>(p.x_f32 + row * p.x_stride + k);
+        v = ptx::pack_bf16x2_rn(f.x, f.y);
+      } else {
+        v = *reinterpret_cast<const uint32_t*>(p.x + row * p.x_stride + k);
+      }
+    }
+    const int32_t step = k / 16, kk = k % 16;
+    xs[((step * cols + n) * 4 + (kk % 8) / 2) * 2 + kk / 8] = v;
   }
 }
 
@@ -90,10 +109,11 @@ __device__ __forceinline__ uint2 load_stream8(const uint8_t* p) {
 }
 
 template <int kChunks>
-__global__ void __launch_bounds__(StreamConfig<kChunks>::kThreads)
-    weight_stream_kernel(const __grid_constant__ GemmParams p) {
+__global__ void __launch_bounds__(kThreads, 2) weight_stream_kernel(const __grid_constant__ GemmParams p) {
   using C = StreamConfig<kChunks>;
+  constexpr int kWarpsK = C::kWarpsK;
   __shared__ StreamShared<kChunks> s;
+  extern __shared__ __align__(16) uint32_t x_staged[];  // staged_columns(T) * K / 2 words
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int32_t pairs = p.num_tokens * p.top_k, me = int32_t(blockIdx.y);
   const bool reporter = blockIdx.x == 0 && blockIdx.y == 0 && tid == 0;
@@ -103,7 +123,7 @@ __global__ void __launch_bounds__(StreamConfig<kChunks>::kThreads)
   if (tid == 0) s.bad_pair = INT32_MAX;
   __syncthreads();
   int32_t id = -1;
-  for (int32_t i = tid; i < pairs; i += C::kThreads) {
+  for (int32_t i = tid; i < pairs; i += kThreads) {
     const int32_t e = p.ids[i];
     if (e < 0 || e >= p.num_experts) {
       atomicMin(&s.bad_pair, i);
@@ -133,7 +153,7 @@ __global__ void __launch_bounds__(StreamConfig<kChunks>::kThreads)
   if (lane == 0) s.warp_hits[warp] = __popc(ballot);
   __syncthreads();
   int32_t num_rows = 0, pos = __popc(ballot & ((1u << lane) - 1u));
-  for (int w = 0; w < C::kThreads / 32; ++w) {
+  for (int w = 0; w < kThreads / 32; ++w) {
     if (w < warp) pos += s.warp_hits[w];
     num_rows += s.warp_hits[w];
   }
@@ -144,6 +164,9 @@ __global__ void __launch_bounds__(StreamConfig<kChunks>::kThreads)
     const int32_t pr = s.pair_of[tid];
     s.rows[tid] = {pair_row(p.y_map, pr, p.top_k), p.route_w ? p.route_w[pr] : 1.0f};
   }
+  const int32_t cols = staged_columns(p.num_tokens);
+  stage_b_fragments(p, s.pair_of, num_rows, cols, x_staged);
+  __syncthreads();
 
   // 4. Stream the expert's rows [64 * kChunks * blockIdx.x, +kRows) x K.
   const int wn = warp % C::kWarpsN, wk = warp / C::kWarpsN;
@@ -152,8 +175,8 @@ __global__ void __launch_bounds__(StreamConfig<kChunks>::kThreads)
   const int32_t k_blocks = p.k / 64, n_blocks = p.n / 64;
   const uint8_t* w0 =
       p.w_packed + (int64_t(expert) * n_blocks + int64_t(blockIdx.x) * kChunks + chunk) * k_blocks * kSm90ChunkBytes;
-  const bool col_valid = g < num_rows;
-  const int64_t xrow = col_valid ? pair_row(p.x_map, s.pair_of[g], p.top_k) : 0;
+  const bool col_valid = g < cols;
+  const uint2* xs = reinterpret_cast<const uint2*>(x_staged) + g * 4 + q;  // + step * cols * 4
   float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 
   uint4 codes[2][kUnroll];
@@ -178,9 +201,8 @@ __global__ void __launch_bounds__(StreamConfig<kChunks>::kThreads)
         dequant_fragment(codes[buf][u], scales[buf][u], a);
 #pragma unroll
         for (int step = 0; step < 4; ++step) {
-          uint32_t b0, b1;
-          load_b(p, xrow, col_valid, kb * 64 + step * 16 + 2 * q, b0, b1);
-          ptx::mma_m16n8k16_bf16(acc, a[step], b0, b1);
+          const uint2 b = col_valid ? xs[(kb * 4 + step) * cols * 4] : make_uint2(0u, 0u);
+          ptx::mma_m16n8k16_bf16(acc, a[step], b.x, b.y);
         }
       }
     }
@@ -201,7 +223,7 @@ __global__ void __launch_bounds__(StreamConfig<kChunks>::kThreads)
   s.partial[wk][2 * q][row + 8] = acc[2];
   s.partial[wk][2 * q + 1][row + 8] = acc[3];
   __syncthreads();
-  for (int i = tid; i < num_rows * C::kRows; i += C::kThreads) {
+  for (int i = tid; i < num_rows * C::kRows; i += kThreads) {
     const int tok = i / C::kRows, r = i % C::kRows;
     float v = 0.0f;
 #pragma unroll
@@ -211,24 +233,31 @@ __global__ void __launch_bounds__(StreamConfig<kChunks>::kThreads)
   }
   __syncthreads();
   const WorkTile w{expert, 0, num_rows, 0, int32_t(blockIdx.x), 0, 0, k_blocks};
-  epilogue_store<kChunks>(p, w, s.tile, C::kTileStride, s.rows, tid, C::kThreads);
+  epilogue_store<kChunks>(p, w, s.tile, C::kTileStride, s.rows, tid, kThreads);
 }
 
 template <int kChunks>
 Status launch_stream(const GemmParams& p, cudaStream_t stream) {
-  using C = StreamConfig<kChunks>;
   const int32_t pairs = p.num_tokens * p.top_k;
   const dim3 grid(uint32_t(p.n / (64 * kChunks)), uint32_t(pairs));
-  weight_stream_kernel<kChunks><<<grid, C::kThreads, 0, stream>>>(p);
+  const size_t smem = weight_streamer_smem_bytes(p.num_tokens, p.k);
+  auto kernel = weight_stream_kernel<kChunks>;
+  NVFP4MOE_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  kernel<<<grid, kThreads, smem, stream>>>(p);
   NVFP4MOE_CUDA_CHECK_LAUNCH("weight_stream_kernel");
   return ok_status();
 }
 
 }  // namespace
 
+size_t weight_streamer_smem_bytes(int64_t num_tokens, int64_t k) {
+  return size_t(staged_columns(int32_t(std::min<int64_t>(num_tokens, kStreamMaxTokens)))) * size_t(k) * 2;
+}
+
 Status launch_weight_streamer(const GemmParams& p, cudaStream_t stream) {
   const int64_t pairs = int64_t(p.num_tokens) * p.top_k;
-  if (p.num_tokens < 1 || p.num_tokens > kStreamMaxTokens || pairs > StreamConfig<1>::kThreads)
+  if (p.num_tokens < 1 || p.num_tokens > kStreamMaxTokens || pairs > kThreads ||
+      weight_streamer_smem_bytes(p.num_tokens, p.k) > kStreamMaxStagedBytes)
     return make_status(StatusCode::kInternal, "weight streamer called with T = ", p.num_tokens, ", k = ", p.top_k);
   if (!p.ids || !p.status || (!p.x && !p.x_f32) || p.k_splits != 1 || p.y_map == RowMap::kCompact ||
       p.x_map == RowMap::kCompact)
