@@ -32,7 +32,13 @@ int32_t choose_k_splits(int64_t num_tokens, int64_t top_k, int64_t num_experts, 
 // The weight streamer (weight_streamer.cu) runs MUL_MAT_ID without a plan
 // for T <= kStreamMaxTokens: rows per expert never exceed T (an expert
 // appears at most once per token), so one n8 mma column set holds them all.
-inline constexpr int32_t kStreamMaxTokens = 8;
+// NOTES: H200 (bench/results/2026-11-30-h200-7d269f0-streamer.json): it wins
+// over plan + wgmma at T = 1, 2 on every preset (no plan launch); from T = 4
+// the plan path streams more bytes per second (deepseek layer T = 4: 424 us
+// against 401 us even unfused), so the cut is at 2. The kernel itself is
+// written for up to 8.
+inline constexpr int32_t kStreamMaxTokens = 2;
+inline constexpr int32_t kStreamKernelMaxTokens = 8;
 // Its activation rows live in shared memory (bit_ceil(T) x K BF16), within
 // this budget: mixtral's down (K = 14336) fits up to T = 4, and larger calls
 // take the plan path.

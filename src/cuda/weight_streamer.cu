@@ -1,4 +1,4 @@
-// Weight streamer: MUL_MAT_ID for small batches (T <= kStreamMaxTokens).
+// Weight streamer: MUL_MAT_ID for small batches (T <= kStreamKernelMaxTokens).
 //
 // At decode sizes the op is a read of the hit experts' weights; a routing
 // plan (one more launch, ~7 us) and wgmma tiles sized for many tokens only
@@ -49,10 +49,10 @@ struct StreamConfig {
 template <int kChunks>
 struct StreamShared {
   using C = StreamConfig<kChunks>;
-  float partial[C::kWarpsK][kStreamMaxTokens][C::kRows];
-  float tile[kStreamMaxTokens * C::kTileStride];
-  EpilogueRows rows[kStreamMaxTokens];
-  int32_t pair_of[kStreamMaxTokens];  // the expert's pairs, ascending
+  float partial[C::kWarpsK][kStreamKernelMaxTokens][C::kRows];
+  float tile[kStreamKernelMaxTokens * C::kTileStride];
+  EpilogueRows rows[kStreamKernelMaxTokens];
+  int32_t pair_of[kStreamKernelMaxTokens];  // the expert's pairs, ascending
   int32_t warp_hits[kThreads / 32];
   int32_t bad_pair;
 };
@@ -157,8 +157,8 @@ __global__ void __launch_bounds__(kThreads, 2) weight_stream_kernel(const __grid
     if (w < warp) pos += s.warp_hits[w];
     num_rows += s.warp_hits[w];
   }
-  num_rows = min(num_rows, kStreamMaxTokens);  // the host keeps T <= kStreamMaxTokens
-  if (hit && pos < kStreamMaxTokens) s.pair_of[pos] = tid;
+  num_rows = min(num_rows, kStreamKernelMaxTokens);  // the host keeps T <= kStreamKernelMaxTokens
+  if (hit && pos < kStreamKernelMaxTokens) s.pair_of[pos] = tid;
   __syncthreads();
   if (tid < num_rows) {
     const int32_t pr = s.pair_of[tid];
@@ -251,12 +251,12 @@ Status launch_stream(const GemmParams& p, cudaStream_t stream) {
 }  // namespace
 
 size_t weight_streamer_smem_bytes(int64_t num_tokens, int64_t k) {
-  return size_t(staged_columns(int32_t(std::min<int64_t>(num_tokens, kStreamMaxTokens)))) * size_t(k) * 2;
+  return size_t(staged_columns(int32_t(std::min<int64_t>(num_tokens, kStreamKernelMaxTokens)))) * size_t(k) * 2;
 }
 
 Status launch_weight_streamer(const GemmParams& p, cudaStream_t stream) {
   const int64_t pairs = int64_t(p.num_tokens) * p.top_k;
-  if (p.num_tokens < 1 || p.num_tokens > kStreamMaxTokens || pairs > kThreads ||
+  if (p.num_tokens < 1 || p.num_tokens > kStreamKernelMaxTokens || pairs > kThreads ||
       weight_streamer_smem_bytes(p.num_tokens, p.k) > kStreamMaxStagedBytes)
     return make_status(StatusCode::kInternal, "weight streamer called with T = ", p.num_tokens, ", k = ", p.top_k);
   if (!p.ids || !p.status || (!p.x && !p.x_f32) || p.k_splits != 1 || p.y_map == RowMap::kCompact ||

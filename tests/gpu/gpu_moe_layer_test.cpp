@@ -100,12 +100,13 @@ class GpuMoeLayer : public GpuTest {
 TEST_F(GpuMoeLayer, SwiGLUSeparateGateUp) { check({8, 256, 128, 37, 2, false, Activation::kSwiGLU}); }
 TEST_F(GpuMoeLayer, SwiGLUOaiMerged) { check({16, 512, 192, 130, 4, true, Activation::kSwiGLUOai}); }
 TEST_F(GpuMoeLayer, DecodeSingleToken) { check({64, 1024, 256, 1, 8, false, Activation::kSwiGLU}); }
+TEST_F(GpuMoeLayer, DecodeTwoTokensOaiMerged) { check({32, 512, 320, 2, 4, true, Activation::kSwiGLUOai}); }
 TEST_F(GpuMoeLayer, DecodeEightTokensOaiMerged) { check({32, 512, 320, 8, 4, true, Activation::kSwiGLUOai}); }
 
 // Bad ids: the op reports them through check_device_status and leaves out
-// untouched, on the weight-streamer path (T <= 8) and the plan path.
+// untouched, on the weight-streamer path (T <= 2) and the plan path.
 TEST_F(GpuMoeLayer, BadIdsLeaveTheOutputUntouched) {
-  for (const int64_t T : {int64_t(3), int64_t(40)}) {
+  for (const int64_t T : {int64_t(2), int64_t(40)}) {
     for (const bool unfused : {false, true}) {
       const LayerCase c{8, 256, 128, T, 2, false, Activation::kSwiGLU};
       std::mt19937_64 rng(test_seed());
