@@ -54,6 +54,7 @@ struct StreamShared {
   EpilogueRows rows[kStreamKernelMaxTokens];
   int32_t pair_of[kStreamKernelMaxTokens];  // the expert's pairs, ascending
   int32_t warp_hits[kThreads / 32];
+  int32_t ids[kThreads];  // every id of the call (T * k <= kThreads)
   int32_t bad_pair;
 };
 
@@ -76,21 +77,32 @@ __host__ __device__ __forceinline__ int32_t staged_columns(int32_t num_tokens) {
 // 8-byte word. Columns past num_rows are zeros.
 __device__ __forceinline__ void stage_b_fragments(const GemmParams& p, const int32_t* pair_of, int32_t num_rows,
                                                   int32_t cols, uint32_t* xs) {
-  const int32_t half_k = p.k / 2;
-  for (int32_t i = threadIdx.x; i < cols * half_k; i += blockDim.x) {
-    const int32_t n = i / half_k, k = 2 * (i % half_k);
-    uint32_t v = 0;
-    if (n < num_rows) {
-      const int64_t row = pair_row(p.x_map, pair_of[n], p.top_k);
-      if (p.x_f32) {
-        const float2 f = *reinterpret_cast<const float2*>(p.x_f32 + row * p.x_stride + k);
-        v = ptx::pack_bf16x2_rn(f.x, f.y);
-      } else {
-        v = *reinterpret_cast<const uint32_t*>(p.x + row * p.x_stride + k);
+  // kBatch loads in flight per thread before their stores: a loop that
+  // stored each word right after its load waited one L2 latency per word.
+  constexpr int kBatch = 8;
+  const int32_t half_k = p.k / 2, total = cols * half_k;
+  for (int32_t base = threadIdx.x; base < total; base += kBatch * blockDim.x) {
+    uint32_t v[kBatch];
+#pragma unroll
+    for (int u = 0; u < kBatch; ++u) {
+      const int32_t i = base + u * blockDim.x, n = i / half_k, k = 2 * (i % half_k);
+      v[u] = 0;
+      if (i < total && n < num_rows) {
+        const int64_t row = pair_row(p.x_map, pair_of[n], p.top_k);
+        if (p.x_f32) {
+          const float2 f = *reinterpret_cast<const float2*>(p.x_f32 + row * p.x_stride + k);
+          v[u] = ptx::pack_bf16x2_rn(f.x, f.y);
+        } else {
+          v[u] = *reinterpret_cast<const uint32_t*>(p.x + row * p.x_stride + k);
+        }
       }
     }
-    const int32_t step = k / 16, kk = k % 16;
-    xs[((step * cols + n) * 4 + (kk % 8) / 2) * 2 + kk / 8] = v;
+#pragma unroll
+    for (int u = 0; u < kBatch; ++u) {
+      const int32_t i = base + u * blockDim.x, n = i / half_k, k = 2 * (i % half_k);
+      const int32_t step = k / 16, kk = k % 16;
+      if (i < total) xs[((step * cols + n) * 4 + (kk % 8) / 2) * 2 + kk / 8] = v[u];
+    }
   }
 }
 
@@ -118,25 +130,75 @@ __global__ void __launch_bounds__(kThreads, 2) weight_stream_kernel(const __grid
   const int32_t pairs = p.num_tokens * p.top_k, me = int32_t(blockIdx.y);
   const bool reporter = blockIdx.x == 0 && blockIdx.y == 0 && tid == 0;
 
+  // The first loads go out before the ids are checked, so their latency
+  // overlaps validation and staging; an out-of-range id loads nothing.
+  // Rows [64 * kChunks * blockIdx.x, +kRows) x K of the pair's expert.
+  const int32_t expert = p.ids[me];
+  const bool expert_in_range = expert >= 0 && expert < p.num_experts;
+  const int wn = warp % C::kWarpsN, wk = warp / C::kWarpsN;
+  const int chunk = wn / 4, t = (wn % 4) * 32 + lane;  // t: thread index inside the chunk's fragment
+  const int g = lane / 4, q = lane % 4;
+  const int32_t k_blocks = p.k / 64, n_blocks = p.n / 64;
+  const uint8_t* w0 = p.w_packed + (int64_t(expert_in_range ? expert : 0) * n_blocks +
+                                    int64_t(blockIdx.x) * kChunks + chunk) * k_blocks * kSm90ChunkBytes;
+
+  const int32_t cols = staged_columns(p.num_tokens);
+  const bool col_valid = g < cols;
+  const uint2* xs = reinterpret_cast<const uint2*>(x_staged) + g * 4 + q;  // + step * cols * 4
+  // Two accumulator chains (even, odd k16 steps): back-to-back mma on one
+  // accumulator would wait out each other's latency.
+  float acc[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
+  uint4 codes[2][kUnroll];
+  uint2 scales[2][kUnroll];
+  auto load = [&](int buf, int32_t kb0) {
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int32_t kb = kb0 + u * kWarpsK;
+      if (kb < k_blocks && expert_in_range) {
+        const FragmentRef f = fragment_ref(w0 + int64_t(kb) * kSm90ChunkBytes, t);
+        codes[buf][u] = load_stream16(f.codes);
+        scales[buf][u] = load_stream8(f.scales);
+      }
+    }
+  };
+  auto compute = [&](int buf, int32_t kb0) {
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int32_t kb = kb0 + u * kWarpsK;
+      if (kb < k_blocks) {
+        uint32_t a[4][4];
+        dequant_fragment(codes[buf][u], scales[buf][u], a);
+#pragma unroll
+        for (int step = 0; step < 4; ++step) {
+          const uint2 b = col_valid ? xs[(kb * 4 + step) * cols * 4] : make_uint2(0u, 0u);
+          ptx::mma_m16n8k16_bf16(acc[step % 2], a[step], b.x, b.y);
+        }
+      }
+    }
+  };
+  constexpr int32_t kStride = kWarpsK * kUnroll;  // K blocks per buffer
+  load(0, wk);
+
   // 1. Validate every id (the plan kernel's rules and report: the first bad
   //    pair); with a bad id no CTA writes anything.
+  //    The repeat check reads other slots: from shared memory, not as a
+  //    chain of dependent global loads.
+  const int32_t id = tid < pairs ? p.ids[tid] : -1;  // pairs <= kThreads
+  s.ids[tid] = id;
   if (tid == 0) s.bad_pair = INT32_MAX;
   __syncthreads();
-  int32_t id = -1;
-  for (int32_t i = tid; i < pairs; i += kThreads) {
-    const int32_t e = p.ids[i];
-    if (e < 0 || e >= p.num_experts) {
-      atomicMin(&s.bad_pair, i);
+  if (tid < pairs) {
+    if (id < 0 || id >= p.num_experts) {
+      atomicMin(&s.bad_pair, tid);
     } else {
-      for (int32_t j = i - i % p.top_k; j < i; ++j)
-        if (p.ids[j] == e) atomicMin(&s.bad_pair, i);
+      for (int32_t j = tid - tid % p.top_k; j < tid; ++j)
+        if (s.ids[j] == id) atomicMin(&s.bad_pair, tid);
     }
-    if (i == tid) id = e;  // pairs <= kThreads: each thread keeps its own
   }
   __syncthreads();
   if (s.bad_pair != INT32_MAX) {
     if (reporter) {
-      const int32_t b = s.bad_pair, e = p.ids[b];
+      const int32_t b = s.bad_pair, e = s.ids[b];
       *p.status = {e < 0 || e >= p.num_experts ? kPlanIdOutOfRange : kPlanDuplicateId, b / p.top_k, b % p.top_k, e};
     }
     return;
@@ -144,7 +206,6 @@ __global__ void __launch_bounds__(kThreads, 2) weight_stream_kernel(const __grid
   if (reporter) *p.status = {kPlanOk, 0, 0, 0};
 
   // 2. Only the expert's first pair works.
-  const int32_t expert = p.ids[me];
   if (__syncthreads_or(tid < me && id == expert)) return;
 
   // 3. The expert's pairs, ascending (ballot per warp, then warp order).
@@ -164,51 +225,10 @@ __global__ void __launch_bounds__(kThreads, 2) weight_stream_kernel(const __grid
     const int32_t pr = s.pair_of[tid];
     s.rows[tid] = {pair_row(p.y_map, pr, p.top_k), p.route_w ? p.route_w[pr] : 1.0f};
   }
-  const int32_t cols = staged_columns(p.num_tokens);
   stage_b_fragments(p, s.pair_of, num_rows, cols, x_staged);
   __syncthreads();
 
-  // 4. Stream the expert's rows [64 * kChunks * blockIdx.x, +kRows) x K.
-  const int wn = warp % C::kWarpsN, wk = warp / C::kWarpsN;
-  const int chunk = wn / 4, t = (wn % 4) * 32 + lane;  // t: thread index inside the chunk's fragment
-  const int g = lane / 4, q = lane % 4;
-  const int32_t k_blocks = p.k / 64, n_blocks = p.n / 64;
-  const uint8_t* w0 =
-      p.w_packed + (int64_t(expert) * n_blocks + int64_t(blockIdx.x) * kChunks + chunk) * k_blocks * kSm90ChunkBytes;
-  const bool col_valid = g < cols;
-  const uint2* xs = reinterpret_cast<const uint2*>(x_staged) + g * 4 + q;  // + step * cols * 4
-  float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-
-  uint4 codes[2][kUnroll];
-  uint2 scales[2][kUnroll];
-  auto load = [&](int buf, int32_t kb0) {
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const int32_t kb = kb0 + u * kWarpsK;
-      if (kb < k_blocks) {
-        const FragmentRef f = fragment_ref(w0 + int64_t(kb) * kSm90ChunkBytes, t);
-        codes[buf][u] = load_stream16(f.codes);
-        scales[buf][u] = load_stream8(f.scales);
-      }
-    }
-  };
-  auto compute = [&](int buf, int32_t kb0) {
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const int32_t kb = kb0 + u * kWarpsK;
-      if (kb < k_blocks) {
-        uint32_t a[4][4];
-        dequant_fragment(codes[buf][u], scales[buf][u], a);
-#pragma unroll
-        for (int step = 0; step < 4; ++step) {
-          const uint2 b = col_valid ? xs[(kb * 4 + step) * cols * 4] : make_uint2(0u, 0u);
-          ptx::mma_m16n8k16_bf16(acc, a[step], b.x, b.y);
-        }
-      }
-    }
-  };
-  constexpr int32_t kStride = kWarpsK * kUnroll;  // K blocks per buffer
-  load(0, wk);
+  // 4. Stream, the first buffer already in flight.
   for (int32_t kb0 = wk; kb0 < k_blocks; kb0 += 2 * kStride) {
     load(1, kb0 + kStride);
     compute(0, kb0);
@@ -218,10 +238,10 @@ __global__ void __launch_bounds__(kThreads, 2) weight_stream_kernel(const __grid
 
   // 5. K partials -> tile (warp order, then alpha), then the epilogue.
   const int row = chunk * 64 + (wn % 4) * 16 + g;
-  s.partial[wk][2 * q][row] = acc[0];
-  s.partial[wk][2 * q + 1][row] = acc[1];
-  s.partial[wk][2 * q][row + 8] = acc[2];
-  s.partial[wk][2 * q + 1][row + 8] = acc[3];
+  s.partial[wk][2 * q][row] = acc[0][0] + acc[1][0];
+  s.partial[wk][2 * q + 1][row] = acc[0][1] + acc[1][1];
+  s.partial[wk][2 * q][row + 8] = acc[0][2] + acc[1][2];
+  s.partial[wk][2 * q + 1][row + 8] = acc[0][3] + acc[1][3];
   __syncthreads();
   for (int i = tid; i < num_rows * C::kRows; i += kThreads) {
     const int tok = i / C::kRows, r = i % C::kRows;
