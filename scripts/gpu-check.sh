@@ -2,13 +2,13 @@
 # One call on the GPU machine: build with ninja, run the GPU and CPU tests,
 # compute-sanitizer on a conformance subset, and the CUDA benchmark.
 #   scripts/gpu-check.sh OUTDIR [bench args...]
-# Writes to OUTDIR: build.log, tests.log, sanitizer.log, bench.json,
-# bench-unfused.json, peers.json (bench/peers/torch_grouped_mm.py on the same
-# presets, tokens and routing, when python3 has torch), bench.md (tables and
+# Writes to OUTDIR: build.log, tests.log, sanitizer.log, bench.md (tables and
 # the peer ratios), results.json (commit, GPU, date, command, test and
-# sanitizer summaries, every bench and peer record with its ratios).
-# NVFP4MOE_NCU="bench args" also profiles the grouped GEMM of that case with
-# Nsight Compute into ncu.txt (details page and the hottest SASS lines).
+# sanitizer summaries, every bench record and every record of
+# bench/peers/torch_grouped_mm.py run on the same presets, tokens and routing
+# when python3 has torch, with the ratios).
+# NVFP4MOE_NCU="bench args[;bench args...]" also profiles the GEMM kernel of
+# each case with Nsight Compute into ncu.txt (details and hottest SASS lines).
 # Needs .deps/*.deb from scripts/fetch-gpu-deps.sh (carried with the call).
 set -uo pipefail
 out=${1:?usage: scripts/gpu-check.sh OUTDIR [bench args...]}
@@ -113,14 +113,19 @@ if [ "${NVFP4MOE_TORCH_PEERS:-1}" = 1 ] && python3 -c "import torch" 2>/dev/null
 fi
 
 if [ -n "${NVFP4MOE_NCU:-}" ] && command -v ncu >/dev/null; then
-  step "ncu: $NVFP4MOE_NCU"
-  # shellcheck disable=SC2086
-  timeout 240 ncu --clock-control none -k "regex:${NVFP4MOE_NCU_KERNEL:-grouped_gemm|weight_stream}" --launch-skip 4 --launch-count 1 --set full \
-    --import-source no -o /tmp/prof -f build-gpu/nvfp4moe bench --device cuda --reps 3 $NVFP4MOE_NCU \
-    > /tmp/ncu-run.log 2>&1
-  { ncu --import /tmp/prof.ncu-rep --page details; echo "==== hottest SASS (stall samples)";
-    ncu --import /tmp/prof.ncu-rep --page source --csv --print-source sass 2>/dev/null |
-      python3 scripts/ncu_hot_lines.py 60; } > "$out/ncu.txt" 2>&1 || tail -n 20 /tmp/ncu-run.log
+  # Cases separated by ';', each profiled once, all into ncu.txt.
+  IFS=';' read -r -a ncu_cases <<< "$NVFP4MOE_NCU"
+  for case_args in "${ncu_cases[@]}"; do
+    step "ncu: $case_args"
+    # shellcheck disable=SC2086
+    timeout 240 ncu --clock-control none -k "regex:${NVFP4MOE_NCU_KERNEL:-grouped_gemm|weight_stream}" \
+      --launch-skip 4 --launch-count 1 --set full --import-source no -o /tmp/prof -f \
+      build-gpu/nvfp4moe bench --device cuda --reps 3 $case_args > /tmp/ncu-run.log 2>&1
+    { echo "######## ncu: $case_args"; ncu --import /tmp/prof.ncu-rep --page details;
+      echo "==== hottest SASS (stall samples)";
+      ncu --import /tmp/prof.ncu-rep --page source --csv --print-source sass 2>/dev/null |
+        python3 scripts/ncu_hot_lines.py 40; } >> "$out/ncu.txt" 2>&1 || tail -n 20 /tmp/ncu-run.log
+  done
 fi
 
 python3 - "$out" "$commit" "$started" "$build_rc" "$tests_rc" "$san_rc" "$bench_rc" "$peer_rc" "$*" <<'PY'
@@ -175,4 +180,6 @@ rec = {
 json.dump(rec, open(os.path.join(out, "results.json"), "w"), indent=1)
 print("results.json written: cpu", rec["cpu_tests"], "gpu", rec["gpu_tests"], "sanitizer rc", s, "bench rc", bn)
 PY
+# Their records are inside results.json; fewer files come back from the GPU machine.
+rm -f "$out/bench.json" "$out/bench-unfused.json" "$out/peers.json"
 [ $tests_rc -eq 0 ] && [ $san_rc -eq 0 ] && [ $bench_rc -eq 0 ] && [ $peer_rc -eq 0 ]
