@@ -197,9 +197,12 @@ struct Context::Impl {
     return DeviceBuffer::allocate(bytes, b);
   }
 
-  Status grow_plan(int64_t pairs, int64_t experts, cudaStream_t stream) {
+  // Sized for jobs of at least min_block_rows rows (the kernels' smallest
+  // tile unless a test asks for smaller ones).
+  Status grow_plan(int64_t pairs, int64_t experts, cudaStream_t stream, int32_t min_block_rows = kMinTileRows) {
     pairs = std::max<int64_t>(pairs, 1);
-    const size_t jobs_bytes = sizeof(ExpertJob) * size_t(max_jobs(pairs, experts, 16));
+    const size_t jobs_bytes =
+        sizeof(ExpertJob) * size_t(max_jobs(pairs, experts, std::min<int32_t>(min_block_rows, kMinTileRows)));
     NVFP4MOE_RETURN_IF_ERROR(grow(&counts, sizeof(int32_t) * experts, stream, "plan.counts"));
     NVFP4MOE_RETURN_IF_ERROR(grow(&offsets, sizeof(int32_t) * (experts + 1), stream, "plan.offsets"));
     NVFP4MOE_RETURN_IF_ERROR(grow(&sorted_src, sizeof(int32_t) * pairs, stream, "plan.sorted_src"));
@@ -274,7 +277,7 @@ Status build_plan(Context& ctx, const int32_t* ids, int64_t num_tokens, int64_t 
   if (block_rows <= 0) return invalid_argument("block_rows = ", block_rows, " must be positive");
   if (num_tokens > 0 && ids == nullptr) return invalid_argument("ids is null with num_tokens = ", num_tokens);
   Context::Impl& m = *ctx.impl();
-  NVFP4MOE_RETURN_IF_ERROR(m.grow_plan(num_tokens * top_k, num_experts, stream));
+  NVFP4MOE_RETURN_IF_ERROR(m.grow_plan(num_tokens * top_k, num_experts, stream, block_rows));
   m.plan_tokens = num_tokens;
   m.plan_top_k = top_k;
   m.plan_experts = num_experts;
