@@ -178,14 +178,23 @@ struct Context::Impl {
   // Plan storage, sized for cap_pairs routed rows and cap_experts experts.
   int64_t cap_pairs = -1, cap_experts = -1;
   DeviceBuffer counts, offsets, sorted_src, inverse, jobs, scalars;  // scalars: num_jobs, max_count, status
+  // The plan kernel's scratch: grid_sync holds the GridBarrier (zeroed once)
+  // and then one first-bad word per CTA; cta_counts one row per CTA. Up to
+  // num_sms CTAs (plan_grid_ctas).
+  DeviceBuffer grid_sync, cta_counts;
   int64_t plan_tokens = 0, plan_top_k = 0, plan_experts = 0;
   int32_t plan_block_rows = 0;
   DeviceBuffer x_bf16, h_bf16, y_f32, gu_f32, partial_f32;
 
   DevicePlan plan() const {
     int32_t* s = scalars.as<int32_t>();
-    return {counts.as<int32_t>(), offsets.as<int32_t>(), sorted_src.as<int32_t>(), inverse.as<int32_t>(),
-            jobs.as<ExpertJob>(),  s,                     s + 1,                     reinterpret_cast<PlanStatus*>(s + 2)};
+    DevicePlan d = {counts.as<int32_t>(), offsets.as<int32_t>(), sorted_src.as<int32_t>(), inverse.as<int32_t>(),
+                    jobs.as<ExpertJob>(),  s,                     s + 1,                     reinterpret_cast<PlanStatus*>(s + 2)};
+    d.barrier = grid_sync.as<GridBarrier>();
+    d.cta_first_bad = reinterpret_cast<int32_t*>(d.barrier + 1);
+    d.cta_counts = cta_counts.as<int32_t>();
+    d.max_ctas = num_sms;
+    return d;
   }
 
   Status grow(DeviceBuffer* b, size_t bytes, cudaStream_t stream, const char* what) {
@@ -209,6 +218,15 @@ struct Context::Impl {
     NVFP4MOE_RETURN_IF_ERROR(grow(&inverse, sizeof(int32_t) * pairs, stream, "plan.inverse"));
     NVFP4MOE_RETURN_IF_ERROR(grow(&jobs, jobs_bytes, stream, "plan.jobs"));
     NVFP4MOE_RETURN_IF_ERROR(grow(&scalars, sizeof(int32_t) * 8, stream, "plan.scalars"));
+    NVFP4MOE_RETURN_IF_ERROR(
+        grow(&cta_counts, sizeof(int32_t) * size_t(num_sms) * plan_counts_stride(experts), stream, "plan.cta_counts"));
+    const size_t sync_bytes = sizeof(GridBarrier) + sizeof(int32_t) * size_t(num_sms);
+    if (grid_sync.bytes() < sync_bytes) {
+      NVFP4MOE_RETURN_IF_ERROR(grow(&grid_sync, sync_bytes, stream, "plan.grid_sync"));
+      // The barrier starts at zero once; launches keep it there (GridBarrier).
+      NVFP4MOE_CUDA_TRY(cudaMemsetAsync(grid_sync.get(), 0, sync_bytes, stream));
+      NVFP4MOE_CUDA_TRY(cudaStreamSynchronize(stream));
+    }
     return ok_status();
   }
 };
