@@ -188,8 +188,15 @@ struct Context::Impl {
 
   DevicePlan plan() const {
     int32_t* s = scalars.as<int32_t>();
-    DevicePlan d = {counts.as<int32_t>(), offsets.as<int32_t>(), sorted_src.as<int32_t>(), inverse.as<int32_t>(),
-                    jobs.as<ExpertJob>(),  s,                     s + 1,                     reinterpret_cast<PlanStatus*>(s + 2)};
+    DevicePlan d{};
+    d.counts = counts.as<int32_t>();
+    d.offsets = offsets.as<int32_t>();
+    d.sorted_src = sorted_src.as<int32_t>();
+    d.inverse = inverse.as<int32_t>();
+    d.jobs = jobs.as<ExpertJob>();
+    d.num_jobs = s;
+    d.max_count = s + 1;
+    d.status = reinterpret_cast<PlanStatus*>(s + 2);
     d.barrier = grid_sync.as<GridBarrier>();
     d.cta_first_bad = reinterpret_cast<int32_t*>(d.barrier + 1);
     d.cta_counts = cta_counts.as<int32_t>();
