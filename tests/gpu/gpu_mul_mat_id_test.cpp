@@ -335,15 +335,15 @@ TEST_F(GpuMulMatId, DevicePlanEqualsCpuPlan) {
   }
 }
 
-// Shapes around the plan kernel's seams: the single-CTA limit (4096 pairs),
-// many CTAs with warps that re-read their ids (> 4 chunks each), tokens that
-// straddle 32-pair chunks (k = 3, 7), k = 32 (a token is a whole chunk),
-// E = 1024 and E not a multiple of 4, block_rows 1 and 100, one expert
-// taking nearly every row.
+// Shapes around the plan kernel's seams: the single-CTA limit (2048 pairs),
+// many CTAs with warps that re-read their ids (more than one 32-pair chunk
+// each), tokens that straddle chunks (k = 3, 7), k = 32 (a token is a whole
+// chunk), E = 1024 and E not a multiple of 4, block_rows 1 and 100, one
+// expert taking nearly every row.
 TEST_F(GpuMulMatId, DevicePlanEqualsCpuPlanAtKernelSeams) {
   std::mt19937_64 rng(test_seed());
   struct P { int64_t T, k, E; int32_t block; };
-  for (const P& p : {P{4096, 1, 8, 32}, P{4097, 1, 8, 32}, P{1366, 3, 10, 16}, P{3001, 7, 101, 100},
+  for (const P& p : {P{2048, 1, 8, 32}, P{2049, 1, 8, 32}, P{1366, 3, 10, 16}, P{3001, 7, 101, 100},
                      P{1000, 32, 1024, 128}, P{20000, 3, 5, 1}, P{int64_t(1) << 17, 8, 128, 128},
                      P{50001, 2, 16, 128}}) {
     std::vector<int32_t> ids = random_ids(rng, p.T, p.k, p.E);
@@ -355,8 +355,9 @@ TEST_F(GpuMulMatId, DevicePlanEqualsCpuPlanAtKernelSeams) {
 }
 
 // Bad ids in a plan built by many CTAs: the first bad pair in pair order is
-// reported, wherever the CTAs' ranges fall. With k = 6, token 170 (pairs
-// 1020..1025) straddles the first two CTAs' ranges (1024 pairs each).
+// reported, wherever the CTAs' ranges fall. With k = 6 (120000 pairs on the
+// 132 CTAs of an H200, 928 pairs each), token 154 (pairs 924..929) straddles
+// the first two CTAs' ranges, and token 170 two chunks.
 TEST_F(GpuMulMatId, DevicePlanReportsFirstBadPairAcrossCtas) {
   std::mt19937_64 rng(test_seed());
   const int64_t E = 128;
@@ -367,7 +368,8 @@ TEST_F(GpuMulMatId, DevicePlanReportsFirstBadPairAcrossCtas) {
   };
   for (const Bad& bad : {Bad{20000, 8, 19999, 7, -1, -1}, Bad{20000, 8, 19999, 7, 0, -1},
                          Bad{20000, 8, 10000, 0, -1, 19999}, Bad{20000, 8, 4095, 3, 2, 4096},
-                         Bad{20000, 8, 64, 1, 0, 65}, Bad{20000, 6, 170, 5, 0, 171}}) {
+                         Bad{20000, 8, 64, 1, 0, 65}, Bad{20000, 6, 170, 5, 0, 171},
+                         Bad{20000, 6, 154, 5, 0, 155}}) {
     SCOPED_TRACE(::testing::Message() << "T=" << bad.T << " k=" << bad.k << " bad ids[" << bad.t << "][" << bad.j
                                       << "]");
     std::vector<int32_t> ids = random_ids(rng, bad.T, bad.k, E);
