@@ -178,6 +178,10 @@ struct Context::Impl {
   // Plan storage, sized for cap_pairs routed rows and cap_experts experts.
   int64_t cap_pairs = -1, cap_experts = -1;
   DeviceBuffer counts, offsets, sorted_src, inverse, jobs, scalars;  // scalars: num_jobs, max_count, status
+  // The plan kernel's scratch: grid_sync holds the GridBarrier (zeroed once)
+  // and then one first-bad word per CTA; cta_counts one row per CTA. Up to
+  // num_sms CTAs (plan_grid_ctas).
+  DeviceBuffer grid_sync, cta_counts;
   int64_t plan_tokens = 0, plan_top_k = 0, plan_experts = 0;
   int64_t status_experts = 0;  // E of the last call that wrote the status word (plan or streamer)
   int32_t plan_block_rows = 0;
@@ -185,8 +189,20 @@ struct Context::Impl {
 
   DevicePlan plan() const {
     int32_t* s = scalars.as<int32_t>();
-    return {counts.as<int32_t>(), offsets.as<int32_t>(), sorted_src.as<int32_t>(), inverse.as<int32_t>(),
-            jobs.as<ExpertJob>(),  s,                     s + 1,                     reinterpret_cast<PlanStatus*>(s + 2)};
+    DevicePlan d{};
+    d.counts = counts.as<int32_t>();
+    d.offsets = offsets.as<int32_t>();
+    d.sorted_src = sorted_src.as<int32_t>();
+    d.inverse = inverse.as<int32_t>();
+    d.jobs = jobs.as<ExpertJob>();
+    d.num_jobs = s;
+    d.max_count = s + 1;
+    d.status = reinterpret_cast<PlanStatus*>(s + 2);
+    d.barrier = grid_sync.as<GridBarrier>();
+    d.cta_first_bad = reinterpret_cast<int32_t*>(d.barrier + 1);
+    d.cta_counts = cta_counts.as<int32_t>();
+    d.max_ctas = num_sms;
+    return d;
   }
 
   Status grow(DeviceBuffer* b, size_t bytes, cudaStream_t stream, const char* what) {
@@ -198,15 +214,27 @@ struct Context::Impl {
     return DeviceBuffer::allocate(bytes, b);
   }
 
-  Status grow_plan(int64_t pairs, int64_t experts, cudaStream_t stream) {
+  // Sized for jobs of at least min_block_rows rows (the kernels' smallest
+  // tile unless a test asks for smaller ones).
+  Status grow_plan(int64_t pairs, int64_t experts, cudaStream_t stream, int32_t min_block_rows = kMinTileRows) {
     pairs = std::max<int64_t>(pairs, 1);
-    const size_t jobs_bytes = sizeof(ExpertJob) * size_t(max_jobs(pairs, experts, 16));
+    const size_t jobs_bytes =
+        sizeof(ExpertJob) * size_t(max_jobs(pairs, experts, std::min<int32_t>(min_block_rows, kMinTileRows)));
     NVFP4MOE_RETURN_IF_ERROR(grow(&counts, sizeof(int32_t) * experts, stream, "plan.counts"));
     NVFP4MOE_RETURN_IF_ERROR(grow(&offsets, sizeof(int32_t) * (experts + 1), stream, "plan.offsets"));
     NVFP4MOE_RETURN_IF_ERROR(grow(&sorted_src, sizeof(int32_t) * pairs, stream, "plan.sorted_src"));
     NVFP4MOE_RETURN_IF_ERROR(grow(&inverse, sizeof(int32_t) * pairs, stream, "plan.inverse"));
     NVFP4MOE_RETURN_IF_ERROR(grow(&jobs, jobs_bytes, stream, "plan.jobs"));
     NVFP4MOE_RETURN_IF_ERROR(grow(&scalars, sizeof(int32_t) * 8, stream, "plan.scalars"));
+    NVFP4MOE_RETURN_IF_ERROR(
+        grow(&cta_counts, sizeof(int32_t) * size_t(num_sms) * plan_counts_stride(experts), stream, "plan.cta_counts"));
+    const size_t sync_bytes = sizeof(GridBarrier) + sizeof(int32_t) * size_t(num_sms);
+    if (grid_sync.bytes() < sync_bytes) {
+      NVFP4MOE_RETURN_IF_ERROR(grow(&grid_sync, sync_bytes, stream, "plan.grid_sync"));
+      // The barrier starts at zero once; launches keep it there (GridBarrier).
+      NVFP4MOE_CUDA_TRY(cudaMemsetAsync(grid_sync.get(), 0, sync_bytes, stream));
+      NVFP4MOE_CUDA_TRY(cudaStreamSynchronize(stream));
+    }
     return ok_status();
   }
 };
@@ -275,7 +303,7 @@ Status build_plan(Context& ctx, const int32_t* ids, int64_t num_tokens, int64_t 
   if (block_rows <= 0) return invalid_argument("block_rows = ", block_rows, " must be positive");
   if (num_tokens > 0 && ids == nullptr) return invalid_argument("ids is null with num_tokens = ", num_tokens);
   Context::Impl& m = *ctx.impl();
-  NVFP4MOE_RETURN_IF_ERROR(m.grow_plan(num_tokens * top_k, num_experts, stream));
+  NVFP4MOE_RETURN_IF_ERROR(m.grow_plan(num_tokens * top_k, num_experts, stream, block_rows));
   m.plan_tokens = num_tokens;
   m.plan_top_k = top_k;
   m.plan_experts = num_experts;

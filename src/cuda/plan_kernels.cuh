@@ -2,6 +2,7 @@
 // bit-identical output (tests/gpu compares them). [TAG_WORKLIST_FORMAT]
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 
 #include "nvfp4moe/plan.hpp"
@@ -17,6 +18,14 @@ struct PlanStatus {
 };
 enum PlanError : int32_t { kPlanOk = 0, kPlanIdOutOfRange = 1, kPlanDuplicateId = 2 };
 
+// The plan kernel's grid barrier. Zeroed once when allocated; every launch
+// leaves `arrived` at 0 again and advances `generation`, so no host memset is
+// needed between launches (or graph replays).
+struct GridBarrier {
+  uint32_t arrived;
+  uint32_t generation;
+};
+
 struct DevicePlan {
   int32_t* counts;      // [E]
   int32_t* offsets;     // [E + 1]
@@ -26,20 +35,54 @@ struct DevicePlan {
   int32_t* num_jobs;    // [1]
   int32_t* max_count;   // [1]
   PlanStatus* status;   // [1]
+  // Scratch the CTAs of one build exchange through (not part of the plan).
+  GridBarrier* barrier;
+  int32_t* cta_first_bad;  // [max_ctas]: lowest bad pair index of each CTA's range, INT32_MAX if none
+  int32_t* cta_counts;     // [max_ctas][plan_counts_stride(E)]: pairs per expert in each CTA's range
+  int32_t max_ctas;
 };
 
 inline int64_t max_jobs(int64_t pairs, int64_t num_experts, int64_t block_rows) {
   return pairs / block_rows + num_experts;
 }
 
-// One CTA of kPlanThreads; dynamic shared memory plan_smem_bytes(E).
 inline constexpr int kPlanThreads = 1024;
-inline size_t plan_smem_bytes(int64_t num_experts) { return sizeof(int32_t) * (kPlanThreads / 32 + 1) * num_experts; }
-// The ids are staged in shared memory when they fit beside the counters
-// (T*k up to ~48K pairs at E = 128).
-inline constexpr size_t kPlanMaxSmemBytes = 200 * 1024;
+inline constexpr int kPlanWarps = kPlanThreads / 32;
+// Grid size policy, from a sweep on an H200 (one plan per CUDA graph, E =
+// 128, k = 8; an empty kernel measures 3.0 us this way, and this kernel's
+// fixed cost, barrier and exchange of counts included, is most of the rest).
+// Up to kPlanSingleCtaPairs one CTA is as fast (2048 pairs: 10.4 us alone,
+// 10.2 us on 8 CTAs; 512 pairs: 8.0 us alone, 10.1 us on 4). Above it, one
+// CTA per kPlanPairsPerCta pairs: the phases are latency bound, so wider is
+// faster until the exchange grows (16384 pairs: 11.4 us on 16 CTAs, 10.7 us
+// on 32 and on 64). At most one CTA per SM, and kPlanMaxExchangeInts / E,
+// since every CTA reads all CTAs' counts (E = 1024, 65536 pairs: 20.7 us on
+// 16, 17.5 us on 32, 17.3 us on 64, 20.2 us on 132). Worked example, T =
+// 2048, k = 8, E = 128: 16384 pairs -> 32 CTAs.
+inline constexpr int64_t kPlanSingleCtaPairs = 2048;
+inline constexpr int64_t kPlanPairsPerCta = 512;
+inline constexpr int64_t kPlanMaxExchangeInts = 32768;
+
+inline int plan_grid_ctas(int64_t pairs, int64_t num_experts, int max_ctas) {
+  if (pairs <= kPlanSingleCtaPairs || max_ctas <= 1) return 1;
+  const int64_t by_pairs = (pairs + kPlanPairsPerCta - 1) / kPlanPairsPerCta;
+  const int64_t by_exchange = std::max<int64_t>(2, kPlanMaxExchangeInts / std::max<int64_t>(num_experts, 1));
+  // kPlanThreads: one thread per CTA reads that CTA's first bad pair.
+  return int(std::min<int64_t>({by_pairs, by_exchange, int64_t(max_ctas), kPlanThreads}));
+}
+
+// Row stride of cta_counts: a multiple of 4 so that rows are read as int4.
+__host__ __device__ inline int64_t plan_counts_stride(int64_t num_experts) { return (num_experts + 3) / 4 * 4; }
+
+// Dynamic shared memory of one CTA: per expert, one cursor per warp (padded
+// to kPlanWarps + 1 so the warps' columns fall in different banks), then the
+// expert's count, this CTA's first row, its offset and its first job.
+inline constexpr int kPlanCursorStride = kPlanWarps + 1;
+inline size_t plan_smem_bytes(int64_t num_experts) {
+  return sizeof(int32_t) * (size_t(num_experts) * (kPlanCursorStride + 4) + 1);
+}
 
 __global__ void build_plan_kernel(const int32_t* ids, int32_t num_tokens, int32_t top_k, int32_t num_experts,
-                                  int32_t block_rows, bool stage_ids, DevicePlan plan);
+                                  int32_t block_rows, DevicePlan plan);
 
 }  // namespace nvfp4moe::cuda

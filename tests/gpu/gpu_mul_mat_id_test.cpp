@@ -405,5 +405,114 @@ TEST_F(GpuMulMatId, DevicePlanEqualsCpuPlan) {
   }
 }
 
+// Builds the plan of ids on the device and on the CPU and compares every
+// array of the two.
+void expect_device_plan_equals_cpu(cuda::Context& ctx, cudaStream_t stream, const std::vector<int32_t>& ids,
+                                   int64_t T, int64_t k, int64_t E, int32_t block_rows) {
+  SCOPED_TRACE(::testing::Message() << "T=" << T << " k=" << k << " E=" << E << " block_rows=" << block_rows);
+  cuda::DeviceBuffer dids = to_device(ids.empty() ? std::vector<int32_t>{0} : ids);
+  ASSERT_OK(cuda::build_plan(ctx, dids.as<int32_t>(), T, k, E, block_rows, stream));
+  RoutingPlan gpu, cpu;
+  ASSERT_OK(cuda::download_plan(ctx, stream, &gpu));
+  PlanOptions opt;
+  opt.block_rows = block_rows;
+  ASSERT_OK(build_routing_plan(ids.data(), T, k, E, opt, &cpu));
+  EXPECT_EQ(gpu.counts, cpu.counts);
+  EXPECT_EQ(gpu.offsets, cpu.offsets);
+  EXPECT_EQ(gpu.sorted_src, cpu.sorted_src);
+  EXPECT_EQ(gpu.inverse, cpu.inverse);
+  EXPECT_EQ(gpu.max_count, cpu.max_count);
+  ASSERT_EQ(gpu.jobs.size(), cpu.jobs.size());
+  for (size_t i = 0; i < gpu.jobs.size(); ++i) {
+    EXPECT_EQ(gpu.jobs[i].expert, cpu.jobs[i].expert) << "job " << i;
+    EXPECT_EQ(gpu.jobs[i].row_begin, cpu.jobs[i].row_begin) << "job " << i;
+    EXPECT_EQ(gpu.jobs[i].num_rows, cpu.jobs[i].num_rows) << "job " << i;
+    EXPECT_EQ(gpu.jobs[i].tile_rows, cpu.jobs[i].tile_rows) << "job " << i;
+  }
+}
+
+// Shapes around the plan kernel's seams: the single-CTA limit (2048 pairs),
+// many CTAs with warps that re-read their ids (more than one 32-pair chunk
+// each), tokens that straddle chunks (k = 3, 7), k = 32 (a token is a whole
+// chunk), E = 1024 and E not a multiple of 4, block_rows 1 and 100, one
+// expert taking nearly every row.
+TEST_F(GpuMulMatId, DevicePlanEqualsCpuPlanAtKernelSeams) {
+  std::mt19937_64 rng(test_seed());
+  struct P { int64_t T, k, E; int32_t block; };
+  for (const P& p : {P{2048, 1, 8, 32}, P{2049, 1, 8, 32}, P{1366, 3, 10, 16}, P{3001, 7, 101, 100},
+                     P{1000, 32, 1024, 128}, P{20000, 3, 5, 1}, P{int64_t(1) << 17, 8, 128, 128},
+                     P{50001, 2, 16, 128}}) {
+    std::vector<int32_t> ids = random_ids(rng, p.T, p.k, p.E);
+    if (p.T == 50001)  // all but one token pick expert 0 first
+      for (int64_t t = 1; t < p.T; ++t)
+        if (ids[t * p.k + 1] != 0) ids[t * p.k] = 0;
+    expect_device_plan_equals_cpu(*ctx, stream, ids, p.T, p.k, p.E, p.block);
+  }
+}
+
+// Bad ids in a plan built by many CTAs: the first bad pair in pair order is
+// reported, wherever the CTAs' ranges fall. With k = 6 (120000 pairs on the
+// 132 CTAs of an H200, 928 pairs each), token 154 (pairs 924..929) straddles
+// the first two CTAs' ranges, and token 170 two chunks.
+TEST_F(GpuMulMatId, DevicePlanReportsFirstBadPairAcrossCtas) {
+  std::mt19937_64 rng(test_seed());
+  const int64_t E = 128;
+  struct Bad {
+    int64_t T, k, t, j;
+    int64_t repeats_slot;  // -1: out of range instead
+    int64_t later_t;       // -1, or a later token spoilt too (which must not be reported)
+  };
+  for (const Bad& bad : {Bad{20000, 8, 19999, 7, -1, -1}, Bad{20000, 8, 19999, 7, 0, -1},
+                         Bad{20000, 8, 10000, 0, -1, 19999}, Bad{20000, 8, 4095, 3, 2, 4096},
+                         Bad{20000, 8, 64, 1, 0, 65}, Bad{20000, 6, 170, 5, 0, 171},
+                         Bad{20000, 6, 154, 5, 0, 155}}) {
+    SCOPED_TRACE(::testing::Message() << "T=" << bad.T << " k=" << bad.k << " bad ids[" << bad.t << "][" << bad.j
+                                      << "]");
+    std::vector<int32_t> ids = random_ids(rng, bad.T, bad.k, E);
+    ids[bad.t * bad.k + bad.j] = bad.repeats_slot < 0 ? int32_t(E + 7) : ids[bad.t * bad.k + bad.repeats_slot];
+    if (bad.later_t >= 0) ids[bad.later_t * bad.k] = -1;
+    cuda::DeviceBuffer dids = to_device(ids);
+    ASSERT_OK(cuda::build_plan(*ctx, dids.as<int32_t>(), bad.T, bad.k, E, 128, stream));
+    const Status st = ctx->check_device_status(stream);
+    EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+    const std::string where = "ids[" + std::to_string(bad.t) + "][" + std::to_string(bad.j) + "]";
+    EXPECT_NE(st.message().find(where), std::string::npos) << st.message();
+    EXPECT_NE(st.message().find(bad.repeats_slot < 0 ? "out of range" : "repeats"), std::string::npos)
+        << st.message();
+  }
+  // A good plan afterwards: an error leaves nothing behind (status, barrier).
+  expect_device_plan_equals_cpu(*ctx, stream, random_ids(rng, 20000, 8, E), 20000, 8, E, 128);
+}
+
+// The multi-CTA plan in a graph: replays see the ids of the moment (the
+// grid barrier resets itself), and equal the CPU plan each time.
+TEST_F(GpuMulMatId, DevicePlanInGraphReplays) {
+  std::mt19937_64 rng(test_seed());
+  const int64_t T = 2048, k = 8, E = 128;
+  const int32_t block = 128;
+  ASSERT_OK(ctx->reserve(T, k, E, 64));
+  cuda::DeviceBuffer dids = to_device(random_ids(rng, T, k, E));
+  cudaGraph_t graph;
+  ASSERT_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+  ASSERT_OK(cuda::build_plan(*ctx, dids.as<int32_t>(), T, k, E, block, stream));
+  ASSERT_CUDA(cudaStreamEndCapture(stream, &graph));
+  cudaGraphExec_t exec;
+  ASSERT_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+  for (int replay = 0; replay < 4; ++replay) {
+    const std::vector<int32_t> ids = random_ids(rng, T, k, E);
+    ASSERT_CUDA(cudaMemcpy(dids.get(), ids.data(), ids.size() * sizeof(int32_t), cudaMemcpyHostToDevice));
+    ASSERT_CUDA(cudaGraphLaunch(exec, stream));
+    RoutingPlan gpu, cpu;
+    ASSERT_OK(cuda::download_plan(*ctx, stream, &gpu));
+    ASSERT_OK(build_routing_plan(ids.data(), T, k, E, PlanOptions{block}, &cpu));
+    EXPECT_EQ(gpu.sorted_src, cpu.sorted_src) << "replay " << replay;
+    EXPECT_EQ(gpu.inverse, cpu.inverse) << "replay " << replay;
+    EXPECT_EQ(gpu.offsets, cpu.offsets) << "replay " << replay;
+    EXPECT_EQ(gpu.jobs.size(), cpu.jobs.size()) << "replay " << replay;
+  }
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+}
+
 }  // namespace
 }  // namespace nvfp4moe::testing
