@@ -417,10 +417,12 @@ Status streamer_params(Context::Impl& m, const DeviceExpertWeights& w, const int
   return ok_status();
 }
 
-// Every kernel reads x and writes y in 16-byte vectors (cp.async, float4).
-Status check_aligned16(const void* ptr, const char* name) {
-  if (reinterpret_cast<uintptr_t>(ptr) % 16 != 0)
-    return invalid_argument(name, " = ", ptr, " is not 16-byte aligned (the CUDA backend reads and writes it in 16-byte vectors)");
+// The kernels read x and write y / out in 16-byte vectors (cp.async,
+// float4) and the ids and router weights as 4-byte words.
+Status check_aligned(const void* ptr, size_t bytes, const char* name) {
+  if (reinterpret_cast<uintptr_t>(ptr) % bytes != 0)
+    return invalid_argument(name, " = ", ptr, " is not ", bytes, "-byte aligned (the CUDA backend accesses it in ",
+                            bytes, "-byte words)");
   return ok_status();
 }
 
@@ -440,9 +442,9 @@ Status mul_mat_id(Context& ctx, const CudaMulMatIdArgs& a, Stream stream) {
     return invalid_argument("y_dtype = ", int(a.y_dtype), " is not F32 or BF16");
   if (a.schedule != Schedule::kCompact && a.schedule != Schedule::kRect)
     return invalid_argument("schedule = ", int(a.schedule), " is not compact or rect");
-  NVFP4MOE_RETURN_IF_ERROR(check_aligned16(a.x, "x"));
-  NVFP4MOE_RETURN_IF_ERROR(check_aligned16(a.y, "y"));
-  if (reinterpret_cast<uintptr_t>(a.ids) % 4 != 0) return invalid_argument("ids = ", a.ids, " is not 4-byte aligned");
+  NVFP4MOE_RETURN_IF_ERROR(check_aligned(a.x, 16, "x"));
+  NVFP4MOE_RETURN_IF_ERROR(check_aligned(a.y, 16, "y"));
+  NVFP4MOE_RETURN_IF_ERROR(check_aligned(a.ids, 4, "ids"));
   Context::Impl& m = *ctx.impl();
   if (use_weight_streamer(a.num_tokens, w.cols)) {
     // Decode sizes: both schedules are this one kernel (no tiles to schedule).
@@ -482,18 +484,17 @@ Status moe_layer(Context& ctx, const CudaMoeLayerArgs& a, Stream stream) {
   if (!a.x) return invalid_argument("x is null");
   if (!a.ids) return invalid_argument("ids is null");
   if (!a.out) return invalid_argument("out is null");
-  NVFP4MOE_RETURN_IF_ERROR(check_aligned16(a.x, "x"));
-  NVFP4MOE_RETURN_IF_ERROR(check_aligned16(a.out, "out"));
-  if (reinterpret_cast<uintptr_t>(a.ids) % 4 != 0) return invalid_argument("ids = ", a.ids, " is not 4-byte aligned");
-  if (reinterpret_cast<uintptr_t>(a.route_weights) % 4 != 0)
-    return invalid_argument("route_weights = ", a.route_weights, " is not 4-byte aligned");
+  NVFP4MOE_RETURN_IF_ERROR(check_aligned(a.x, 16, "x"));
+  NVFP4MOE_RETURN_IF_ERROR(check_aligned(a.out, 16, "out"));
+  NVFP4MOE_RETURN_IF_ERROR(check_aligned(a.ids, 4, "ids"));
+  NVFP4MOE_RETURN_IF_ERROR(check_aligned(a.route_weights, 4, "route_weights"));
   Context::Impl& m = *ctx.impl();
   const int64_t T = a.num_tokens, k = a.top_k, pairs = T * k, H = L.hidden, F = L.ffn;
+  NVFP4MOE_RETURN_IF_ERROR(m.grow(&m.h_bf16, sizeof(uint16_t) * pairs * F, stream, "h_bf16"));
+  NVFP4MOE_RETURN_IF_ERROR(m.grow(&m.y_f32, sizeof(float) * pairs * H, stream, "y_f32"));
   if (!a.unfused && use_weight_streamer(T, std::max(H, F))) {
     // Decode sizes: gate_up + SwiGLU and down + router weight as two weight
     // streams over the pairs (per-pair rows, no sorted order), then the combine.
-    NVFP4MOE_RETURN_IF_ERROR(m.grow(&m.h_bf16, sizeof(uint16_t) * pairs * F, stream, "h_bf16"));
-    NVFP4MOE_RETURN_IF_ERROR(m.grow(&m.y_f32, sizeof(float) * pairs * H, stream, "y_f32"));
     GemmParams gu, down;
     NVFP4MOE_RETURN_IF_ERROR(streamer_params(m, L.gate_up, a.ids, T, k, a.x, a.x_dtype, &gu));
     gu.x_stride = H;
@@ -520,8 +521,6 @@ Status moe_layer(Context& ctx, const CudaMoeLayerArgs& a, Stream stream) {
   NVFP4MOE_RETURN_IF_ERROR(build_plan(ctx, a.ids, T, k, L.num_experts, block_t, stream));
   const uint16_t* x = nullptr;
   NVFP4MOE_RETURN_IF_ERROR(activations_bf16(m, a.x, a.x_dtype, T * H, stream, &x));
-  NVFP4MOE_RETURN_IF_ERROR(m.grow(&m.h_bf16, sizeof(uint16_t) * pairs * F, stream, "h_bf16"));
-  NVFP4MOE_RETURN_IF_ERROR(m.grow(&m.y_f32, sizeof(float) * pairs * H, stream, "y_f32"));
 
   GemmParams gu, down;
   NVFP4MOE_RETURN_IF_ERROR(gemm_params(m, L.gate_up, a.schedule, block_t, stream, &gu));
