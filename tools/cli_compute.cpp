@@ -131,7 +131,15 @@ std::string device_label(Device d, int threads) {
   return "cuda (" + (cuda::device_info(0, &info).ok() ? info.name : std::string("device 0")) + ")";
 }
 
-Status parse_schedule_option(const std::string& text, Schedule* out) { return bench::parse_schedule(text, out); }
+// --device and --schedule of matmul-id and run: the device to use ("auto"
+// resolved) and the schedule.
+Status parse_device_and_schedule(const std::string& device_text, const std::string& schedule_text, Device* device,
+                                 Schedule* schedule) {
+  Device requested;
+  NVFP4MOE_RETURN_IF_ERROR(parse_device(device_text, &requested));
+  NVFP4MOE_RETURN_IF_ERROR(resolve_device(requested, device));
+  return bench::parse_schedule(schedule_text, schedule);
+}
 
 // ---- .npy inputs ------------------------------------------------------------------
 
@@ -206,11 +214,9 @@ struct MatmulIdOptions {
 
 int run_matmul_id(const MatmulIdOptions& o) {
   const char* cmd = "matmul-id";
-  Device requested, device;
+  Device device;
   Schedule schedule;
-  Status s = parse_device(o.device, &requested);
-  if (s.ok()) s = resolve_device(requested, &device);
-  if (s.ok()) s = parse_schedule_option(o.schedule, &schedule);
+  Status s = parse_device_and_schedule(o.device, o.schedule, &device, &schedule);
   if (!s.ok()) return fail(cmd, s);
   if (o.threads < 0) return fail(cmd, invalid_argument("--threads ", o.threads, " must be >= 0"));
 
@@ -420,11 +426,9 @@ Status choose_activation(const RunOptions& o, const io::MoeLayerFile& m, Activat
 
 int run_run(const RunOptions& o) {
   const char* cmd = "run";
-  Device requested, device;
+  Device device;
   Schedule schedule;
-  Status s = parse_device(o.device, &requested);
-  if (s.ok()) s = resolve_device(requested, &device);
-  if (s.ok()) s = parse_schedule_option(o.schedule, &schedule);
+  Status s = parse_device_and_schedule(o.device, o.schedule, &device, &schedule);
   if (!s.ok()) return fail(cmd, s);
   if (o.layer < 0) return fail(cmd, invalid_argument("--layer ", o.layer, " must be >= 0"));
   if ((o.tokens > 0) == !o.input.empty()) {

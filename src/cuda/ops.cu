@@ -362,19 +362,25 @@ Status activations_bf16(Context::Impl& m, const void* x, DType dtype, int64_t el
   return ok_status();
 }
 
-// Params shared by every GEMM of the current plan; sizes the split-K
-// workspace when the shape asks for splits.
-Status gemm_params(Context::Impl& m, const DeviceExpertWeights& w, Schedule schedule, int32_t block_t,
-                   cudaStream_t stream, GemmParams* out) {
-  const DevicePlan d = m.plan();
-  GemmParams& p = *out;
-  p = GemmParams{};
+// The weight fields of the params, everything else at its default.
+GemmParams weight_params(const DeviceExpertWeights& w) {
+  GemmParams p;
   p.w_packed = w.packed.as<uint8_t>();
   p.alpha = w.alpha.as<float>();
   p.alpha_up = w.alpha_up.as<float>();
   p.num_experts = int32_t(w.num_experts);
   p.n = int32_t(w.rows);
   p.k = int32_t(w.cols);
+  return p;
+}
+
+// Params shared by every GEMM of the current plan; sizes the split-K
+// workspace when the shape asks for splits.
+Status gemm_params(Context::Impl& m, const DeviceExpertWeights& w, Schedule schedule, int32_t block_t,
+                   cudaStream_t stream, GemmParams* out) {
+  const DevicePlan d = m.plan();
+  GemmParams& p = *out;
+  p = weight_params(w);
   p.sorted_src = d.sorted_src;
   p.top_k = int32_t(m.plan_top_k);
   p.jobs = d.jobs;
@@ -400,13 +406,7 @@ Status streamer_params(Context::Impl& m, const DeviceExpertWeights& w, const int
   if (x_dtype != DType::kF32 && x_dtype != DType::kBF16)
     return invalid_argument("x_dtype = ", int(x_dtype), " is not F32 or BF16");
   GemmParams& p = *out;
-  p = GemmParams{};
-  p.w_packed = w.packed.as<uint8_t>();
-  p.alpha = w.alpha.as<float>();
-  p.alpha_up = w.alpha_up.as<float>();
-  p.num_experts = int32_t(w.num_experts);
-  p.n = int32_t(w.rows);
-  p.k = int32_t(w.cols);
+  p = weight_params(w);
   p.top_k = int32_t(top_k);
   p.ids = ids;
   p.num_tokens = int32_t(num_tokens);
