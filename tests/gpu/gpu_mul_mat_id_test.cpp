@@ -200,6 +200,21 @@ TEST_F(GpuMulMatId, DtypesAndSmallestShapes) {
     }
 }
 
+// The wide tile is 256 weight rows, two 64-row chunks per consumer
+// warpgroup: N = 64 .. 448 ends it after 1, 2, 3 and 5, 7 of its chunks
+// (a warpgroup with one chunk past N, or none), over odd and even K blocks
+// and both schedules. 100 rows per expert select the wide tile.
+TEST_F(GpuMulMatId, WideTileEndsInsideN) {
+  for (int64_t N : {64, 128, 192, 256, 320, 448})
+    for (int64_t K : {128, 192})
+      for (Schedule s : {Schedule::kCompact, Schedule::kRect}) {
+        Case c{4, N, K, 200, 2, N % 128 == 64};
+        c.schedule = s;
+        check_case(c, "wide-tile-end");
+        if (HasFatalFailure()) return;
+      }
+}
+
 // Around the weight streamer (T <= 2) and its hand-over to the plan path:
 // T = 1..8, the largest k and E the API allows, both x layouts and dtypes,
 // and N % 128 == 64.

@@ -14,7 +14,7 @@ template <int kBlockT>
 Status launch_sm90(const GemmParams& p, int num_sms, cudaStream_t stream) {
   auto kernel = sm90::nvfp4_grouped_gemm_kernel<kBlockT>;
   constexpr size_t smem = sm90::smem_bytes<kBlockT>();
-  constexpr int kChunks = sm90::TileConfig<kBlockT>::kConsumers;
+  constexpr int kChunks = sm90::TileConfig<kBlockT>::kChunks;
   NVFP4MOE_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   int64_t grid = num_sms;  // compact: persistent, one CTA per SM
   if (p.schedule == Schedule::kRect)
@@ -37,7 +37,7 @@ int32_t choose_k_splits(int64_t num_tokens, int64_t top_k, int64_t num_experts, 
     const int forced = std::atoi(env);
     if (forced >= 1) return std::min<int32_t>(forced, int32_t(k / 64));
   }
-  constexpr int kChunks = sm90::TileConfig<kBlockTNarrow>::kConsumers;
+  constexpr int kChunks = sm90::TileConfig<kBlockTNarrow>::kChunks;
   // Each split pays a tile set-up, an epilogue and a partial write, so split
   // only when most SMs would idle, into long pieces (H200: 6 splits of 5-6
   // K blocks ran qwen3 gate_up at T=1 in 31 us, against 21 us for the

@@ -6,20 +6,24 @@
 //             the tile's 2304-byte weight chunks; all 128 threads gather the
 //             activation rows of the tile with cp.async through the
 //             permutation (no permuted copy of X exists), 128-byte swizzled.
-//   consumers (first kConsumers warpgroups): each owns one 64-row weight
-//             chunk of the tile (tile height kBlockN = 64 * kConsumers). It loads its A
+//   consumers (first kConsumers warpgroups): each owns kBlocks 64-row weight
+//             chunks of the tile (tile height 64 * kChunks, kChunks =
+//             kConsumers * kBlocks). Per chunk and K step it loads its A
 //             fragment (16 B codes + 8 B scales), dequantizes it in registers
 //             (dequant.cuh) and issues wgmma m64 x kBlockT x k16 with the
 //             activation tile as B. A is double-buffered in registers so the
-//             dequant of step k+1 overlaps the tensor-core work of step k.
+//             dequant of one fragment overlaps the tensor-core work of the
+//             previous one.
 // The weights are the wgmma M dimension and the tokens its N dimension
 // ("swap AB"), so a tile can be as narrow as the routed rows need.
-// Configurations (TileConfig): kBlockT = 128 (prefill) runs 2 consumers,
-// MMA-bound; kBlockT = 32 (decode, middle) runs 4 consumers, so twice the
-// warps dequantize and stream weights per SM, and may split K (k_splits)
-// when there are too few tiles to fill the GPU.
+// Configurations (TileConfig): kBlockT = 128 (prefill) runs 2 consumers of
+// 2 chunks each, a 256 x 128 tile: every activation byte fetched feeds twice
+// the MMAs of a 128-row tile. kBlockT = 32 (decode, middle) runs 4 consumers
+// of one chunk, so more warps dequantize and stream weights per SM, and may
+// split K (k_splits) when there are too few tiles to fill the GPU.
 // Epilogue (epilogue.cuh): accumulators -> alpha -> shared memory,
-// transposed -> vector stores. Schedule: scheduler.cuh.
+// transposed -> vector stores, one pass per chunk of each consumer.
+// Schedule: scheduler.cuh.
 #pragma once
 
 #include <cstdint>
@@ -51,25 +55,31 @@ struct TileConfig;
 // tile. ncu of qwen3 gate_up T=2048 at 4 wide stages: 40% of warp stalls
 // were consumers waiting on a full barrier (activations still in flight).
 template <> struct TileConfig<32> {
-  static constexpr int kConsumers = 4, kStages = 14, kProducerRegs = 56, kConsumerRegs = 104;
+  static constexpr int kConsumers = 4, kBlocks = 1, kStages = 14, kProducerRegs = 56, kConsumerRegs = 104;
+  static constexpr int kChunks = kConsumers * kBlocks;
 };
 // NOTES: at 40 registers the producer spills 20 bytes, in the per-tile
-// set-up only (SASS), not in the K loop.
+// set-up only (SASS), not in the K loop. Two chunks per consumer: the
+// ablation at 44991fd (perf.md) put 28-39% of the 128 x 128 tile's time on
+// the activation gather, which a 256-row tile halves per FLOP; the second
+// accumulator set (64 more registers at n128) fits under the 232.
 template <> struct TileConfig<128> {
-  static constexpr int kConsumers = 2, kStages = 7, kProducerRegs = 40, kConsumerRegs = 232;
+  static constexpr int kConsumers = 2, kBlocks = 2, kStages = 6, kProducerRegs = 40, kConsumerRegs = 232;
+  static constexpr int kChunks = kConsumers * kBlocks;
 };
 
 template <int kBlockT>
 struct SharedStorage {
   using Config = TileConfig<kBlockT>;
   static constexpr int kStages = Config::kStages;
-  static constexpr int kTileRows = 64 * Config::kConsumers;
   struct alignas(1024) Stage {
-    uint16_t x[kBlockT * kKStep];                         // [token][64] BF16, 128-byte swizzle
-    uint8_t w[Config::kConsumers][kSm90ChunkBytes];       // the tile's weight chunks
+    uint16_t x[kBlockT * kKStep];                     // [token][64] BF16, 128-byte swizzle
+    uint8_t w[Config::kChunks][kSm90ChunkBytes];      // the tile's weight chunks
   };
   Stage stages[kStages];
-  static constexpr int kTileStride = kTileRows + 4;  // +4 floats: conflict-free transposed writes
+  // The epilogue tile holds one chunk per consumer (one pass of kBlocks).
+  static constexpr int kPassRows = 64 * Config::kConsumers;
+  static constexpr int kTileStride = kPassRows + 4;  // +4 floats: conflict-free transposed writes
   float tile[kBlockT * kTileStride];
   EpilogueRows rows[kBlockT];
   uint64_t full[kStages];
@@ -118,12 +128,12 @@ struct PipelineState {
 template <int kBlockT>
 __device__ void producer(const GemmParams& p, SharedStorage<kBlockT>& s, int t) {
   constexpr int kStages = SharedStorage<kBlockT>::kStages;
-  constexpr int kConsumers = TileConfig<kBlockT>::kConsumers;
+  constexpr int kChunks = TileConfig<kBlockT>::kChunks;
   constexpr int kRowsPerThread = kBlockT * 8 / kProducerThreads;  // 8 threads per 128-byte row
   const int chunk = t % 8;
   const int k_blocks = p.k / kKStep;
   const int n_blocks = p.n / kSm90ChunkRows;
-  TileScheduler<kBlockT, kConsumers> sched(p);
+  TileScheduler<kBlockT, kChunks> sched(p);
   PipelineState ps;
   WorkTile w;
   while (sched.next_tile(w)) {
@@ -135,8 +145,8 @@ __device__ void producer(const GemmParams& p, SharedStorage<kBlockT>& s, int t) 
       src[i] = p.x + xr * p.x_stride + chunk * 8;
     }
     const int width = max(w.tile_rows, kMinMmaWidth);
-    const int nb0 = kConsumers * w.n_tile;
-    const int chunks = min(kConsumers, n_blocks - nb0);
+    const int nb0 = kChunks * w.n_tile;
+    const int chunks = min(kChunks, n_blocks - nb0);
     const uint8_t* w0 = p.w_packed + (int64_t(w.expert) * n_blocks + nb0) * k_blocks * kSm90ChunkBytes;
     for (int kb = w.k_begin; kb < w.k_end; ++kb) {
       auto& st = s.stages[ps.stage];
@@ -162,19 +172,25 @@ __device__ void producer(const GemmParams& p, SharedStorage<kBlockT>& s, int t) 
   ptx::cp_async_wait_all();  // no copy may outlive its issuing thread
 }
 
-// The K loop of one tile at wgmma width kN (<= kBlockT), then alpha and the
-// transposed store of the accumulators into s.tile.
+// The K loop of one tile at wgmma width kN (<= kBlockT), then the epilogue:
+// per chunk of this consumer, alpha, the transposed store of the
+// accumulators into s.tile, and the stores to global memory.
+// chunks_active: how many of this consumer's chunks lie inside N (>= 1).
 template <int kN, int kBlockT>
 __device__ __forceinline__ void mma_tile(const GemmParams& p, SharedStorage<kBlockT>& s, const WorkTile& w,
-                                         int wg, int t, bool active, PipelineState& ps) {
+                                         int wg, int t, int chunks_active, PipelineState& ps) {
   using Mma = ptx::WgmmaBf16RS<kN>;
+  using Config = TileConfig<kBlockT>;
   constexpr int kAcc = Mma::kAccumulators;
+  constexpr int kBlocks = Config::kBlocks;
   constexpr int kStages = SharedStorage<kBlockT>::kStages;
-  constexpr int kConsumerThreads = 128 * TileConfig<kBlockT>::kConsumers;
+  constexpr int kConsumerThreads = 128 * Config::kConsumers;
   const int warp = t / 32, lane = t % 32, g = lane / 4, q = lane % 4;
-  float acc[kAcc];
+  float acc[kBlocks][kAcc];
 #pragma unroll
-  for (int i = 0; i < kAcc; ++i) acc[i] = 0.0f;
+  for (int b = 0; b < kBlocks; ++b)
+#pragma unroll
+    for (int i = 0; i < kAcc; ++i) acc[b][i] = 0.0f;
   int prev_stage = -1;
   auto release_previous = [&]() {
     if (prev_stage >= 0 && lane == 0) ptx::mbarrier_arrive(&s.empty[prev_stage]);
@@ -182,40 +198,54 @@ __device__ __forceinline__ void mma_tile(const GemmParams& p, SharedStorage<kBlo
     ps.advance<kStages>();
   };
 
-  if (active) {
+  if (chunks_active > 0) {
     // NOTES: the loop has no data-dependent branch around its wgmmas, so
     // ptxas can prove every accumulator read is behind a wait and keeps
     // the wgmma pipeline unserialized.
     uint32_t a[2][4][4];
-    // One K step into register buffer abuf; the wait retires the previous
-    // step's group, whose stage is then released.
-    auto k_step = [&](int kb, uint32_t(&abuf)[4][4]) {
+    // One fragment step: chunk b of K block kb into register buffer abuf,
+    // one commit group. The wait retires the previous group, so the buffer
+    // the next step fills is free; after a K block's last chunk the
+    // previous block's stage is released.
+    auto fragment_step = [&](int kb, int b, uint32_t(&abuf)[4][4]) {
       auto& st = s.stages[ps.stage];
-      ptx::mbarrier_wait_parity(&s.full[ps.stage], ps.phase);
-      const FragmentRef f = fragment_ref(st.w[wg], t);
+      if (b == 0) ptx::mbarrier_wait_parity(&s.full[ps.stage], ps.phase);
+      // A chunk past N reads this warpgroup's first chunk instead (a select,
+      // not a branch: any branch here serializes the wgmmas, C7513); its
+      // products are never stored.
+      const int c = b < chunks_active ? b * Config::kConsumers + wg : wg;
+      const FragmentRef f = fragment_ref(st.w[c], t);
       dequant_fragment(*reinterpret_cast<const uint4*>(f.codes), *reinterpret_cast<const uint2*>(f.scales), abuf);
       const uint64_t desc = ptx::smem_desc_kmajor_sw128(st.x);
       ptx::wgmma_fence();
 #pragma unroll
       for (int step = 0; step < 4; ++step) {
         // k16 step: +32 bytes along the swizzled row, i.e. +2 in desc units.
-        Mma::mma(acc, abuf[step], desc + 2 * step, kb > w.k_begin || step > 0);
+        Mma::mma(acc[b], abuf[step], desc + 2 * step, kb > w.k_begin || step > 0);
       }
       ptx::wgmma_commit_group();
       ptx::wgmma_wait_group<1>();
-      release_previous();
+      if (b == kBlocks - 1) release_previous();
     };
+    // Two fragment steps per iteration (static register buffers): two K
+    // blocks of one chunk, or one K block of two chunks.
+    constexpr int kKbPerIter = 2 / kBlocks;
+    static_assert(kBlocks == 1 || kBlocks == 2, "two A register buffers serve one or two chunks");
     int kb = w.k_begin;
-    for (; kb + 1 < w.k_end; kb += 2) {
-      k_step(kb, a[0]);
-      k_step(kb + 1, a[1]);
+    for (; kb + kKbPerIter <= w.k_end; kb += kKbPerIter) {
+#pragma unroll
+      for (int j = 0; j < kKbPerIter; ++j)
+#pragma unroll
+        for (int b = 0; b < kBlocks; ++b) fragment_step(kb + j, b, a[j * kBlocks + b]);
     }
-    if (kb < w.k_end) k_step(kb, a[0]);
+    if (kb < w.k_end) fragment_step(kb, 0, a[0]);  // kBlocks == 1, odd K range
     ptx::wgmma_wait_group<0>();
-    ptx::wgmma_fence_operands(acc);
+#pragma unroll
+    for (int b = 0; b < kBlocks; ++b) ptx::wgmma_fence_operands(acc[b]);
   } else {
-    // This warpgroup's chunk is past N (N % 128 == 64): keep the pipeline
-    // bookkeeping in step with the producer and the other warpgroup.
+    // This warpgroup's chunks are all past N (N % 128 == 64 at the end of
+    // N): keep the pipeline bookkeeping in step with the producer and the
+    // other warpgroups.
     for (int kb = w.k_begin; kb < w.k_end; ++kb) {
       ptx::mbarrier_wait_parity(&s.full[ps.stage], ps.phase);
       release_previous();
@@ -224,48 +254,57 @@ __device__ __forceinline__ void mma_tile(const GemmParams& p, SharedStorage<kBlo
   if (lane == 0) ptx::mbarrier_arrive(&s.empty[prev_stage]);
 
   constexpr int kStride = SharedStorage<kBlockT>::kTileStride;
-  ptx::named_barrier_sync(1, kConsumerThreads);  // the previous tile's stores have read s.tile and s.rows
-  epilogue_fill_rows(p, w, s.rows, wg * 128 + t, kConsumerThreads);
-  if (active) {
-    // Split K: raw partial sums; the reduction applies alpha once, in order.
-    const float* alpha = (p.epilogue == EpilogueKind::kSwiGLU && wg % 2 == 1) ? p.alpha_up : p.alpha;
-    const float scale = p.k_splits > 1 ? 1.0f : (alpha ? alpha[w.expert] : 1.0f) * kWeightDownscale;
-    const int row = wg * 64 + warp * 16 + g;
+  // Split K: raw partial sums; the reduction applies alpha once, in order.
+  const float* alpha = (p.epilogue == EpilogueKind::kSwiGLU && wg % 2 == 1) ? p.alpha_up : p.alpha;
+  const float scale = p.k_splits > 1 ? 1.0f : (alpha ? alpha[w.expert] : 1.0f) * kWeightDownscale;
+  const int row = wg * 64 + warp * 16 + g;
 #pragma unroll
-    for (int i = 0; i < kAcc / 4; ++i) {
-      const int col = 8 * i + 2 * q;
-      s.tile[col * kStride + row] = acc[4 * i + 0] * scale;
-      s.tile[(col + 1) * kStride + row] = acc[4 * i + 1] * scale;
-      s.tile[col * kStride + row + 8] = acc[4 * i + 2] * scale;
-      s.tile[(col + 1) * kStride + row + 8] = acc[4 * i + 3] * scale;
+  for (int b = 0; b < kBlocks; ++b) {
+    // The previous pass's (or tile's) stores have read s.tile and s.rows.
+    ptx::named_barrier_sync(1, kConsumerThreads);
+    if (b == 0) epilogue_fill_rows(p, w, s.rows, wg * 128 + t, kConsumerThreads);
+    if (b < chunks_active) {
+#pragma unroll
+      for (int i = 0; i < kAcc / 4; ++i) {
+        const int col = 8 * i + 2 * q;
+        s.tile[col * kStride + row] = acc[b][4 * i + 0] * scale;
+        s.tile[(col + 1) * kStride + row] = acc[b][4 * i + 1] * scale;
+        s.tile[col * kStride + row + 8] = acc[b][4 * i + 2] * scale;
+        s.tile[(col + 1) * kStride + row + 8] = acc[b][4 * i + 3] * scale;
+      }
     }
+    ptx::named_barrier_sync(1, kConsumerThreads);
+    // Pass b holds chunks b * kConsumers .. + kConsumers - 1: a tile of
+    // kConsumers chunks, number n_tile * kBlocks + b, to the store.
+    WorkTile pass = w;
+    pass.n_tile = w.n_tile * kBlocks + b;
+    epilogue_store<Config::kConsumers>(p, pass, s.tile, kStride, s.rows, wg * 128 + t, kConsumerThreads);
   }
 }
 
 template <int kBlockT>
 __device__ void consumer(const GemmParams& p, SharedStorage<kBlockT>& s, int wg, int t) {
-  constexpr int kConsumers = TileConfig<kBlockT>::kConsumers;
-  constexpr int kConsumerThreads = 128 * kConsumers;
+  using Config = TileConfig<kBlockT>;
   const int n_blocks = p.n / kSm90ChunkRows;
-  TileScheduler<kBlockT, kConsumers> sched(p);
+  TileScheduler<kBlockT, Config::kChunks> sched(p);
   PipelineState ps;
   WorkTile w;
   while (sched.next_tile(w)) {
-    const bool active = kConsumers * w.n_tile + wg < n_blocks;
+    // Chunk b of this warpgroup is chunk b * kConsumers + wg of the tile.
+    const int first = Config::kChunks * w.n_tile + wg;
+    const int chunks_active = max(0, min(Config::kBlocks, (n_blocks - first + Config::kConsumers - 1) /
+                                                              Config::kConsumers));
     // One branch per wgmma width: the tile pays only for the columns its
     // rows need (tile_rows_for), and the choice is the same under both
     // schedules, so outputs stay bit-identical. NOTES: the narrowest is 32;
     // adding a 16-wide path to the 128 kernel makes ptxas serialize its
     // wgmmas for lack of registers (C7512).
     if (w.tile_rows <= kMinMmaWidth) {
-      mma_tile<32>(p, s, w, wg, t, active, ps);
+      mma_tile<32>(p, s, w, wg, t, chunks_active, ps);
     } else if constexpr (kBlockT >= 128) {
-      if (w.tile_rows <= 64) mma_tile<64>(p, s, w, wg, t, active, ps);
-      else mma_tile<128>(p, s, w, wg, t, active, ps);
+      if (w.tile_rows <= 64) mma_tile<64>(p, s, w, wg, t, chunks_active, ps);
+      else mma_tile<128>(p, s, w, wg, t, chunks_active, ps);
     }
-    ptx::named_barrier_sync(1, kConsumerThreads);
-    epilogue_store<kConsumers>(p, w, s.tile, SharedStorage<kBlockT>::kTileStride, s.rows, wg * 128 + t,
-                               kConsumerThreads);
   }
 }
 
