@@ -25,6 +25,13 @@ enum class EpilogueKind : int32_t {
   kSwiGLU = 1,  // tile rows = (gate block, up block): y = act(alpha * g, alpha_up * u)
 };
 
+// The compact schedule's work counter, one per Context. Zero between
+// launches: the kernel that uses it rewinds it as its last CTA finishes.
+struct TileQueue {
+  int32_t next;   // the next item to hand out
+  uint32_t done;  // CTAs that have taken their last item
+};
+
 struct GemmParams {
   // Weights in the sm90 packed layout, [E][n / 64][k / 64] chunks.
   const uint8_t* w_packed = nullptr;
@@ -47,6 +54,7 @@ struct GemmParams {
   const int32_t* counts = nullptr;
   const int32_t* offsets = nullptr;
   Schedule schedule = Schedule::kCompact;
+  TileQueue* queue = nullptr;         // compact only
   int32_t rect_tiles_per_expert = 0;  // ceil(T / block_t): the worst case, known on the host
 
   // Output.

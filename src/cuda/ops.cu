@@ -182,6 +182,9 @@ struct Context::Impl {
   // and then one first-bad word per CTA; cta_counts one row per CTA. Up to
   // num_sms CTAs (plan_grid_ctas).
   DeviceBuffer grid_sync, cta_counts;
+  // The compact schedule's TileQueue, zeroed once; every GEMM leaves it at
+  // zero. One GEMM at a time per Context (like the plan buffers).
+  DeviceBuffer tile_queue;
   int64_t plan_tokens = 0, plan_top_k = 0, plan_experts = 0;
   int64_t status_experts = 0;  // E of the last call that wrote the status word (plan or streamer)
   int32_t plan_block_rows = 0;
@@ -252,6 +255,8 @@ Status Context::create(int device, std::unique_ptr<Context>* out) {
   c->impl_->device = device;
   NVFP4MOE_CUDA_TRY(cudaDeviceGetAttribute(&c->impl_->num_sms, cudaDevAttrMultiProcessorCount, device));
   NVFP4MOE_RETURN_IF_ERROR(c->impl_->grow_plan(1, 1, nullptr));
+  NVFP4MOE_RETURN_IF_ERROR(DeviceBuffer::allocate(sizeof(TileQueue), &c->impl_->tile_queue));
+  NVFP4MOE_CUDA_TRY(cudaMemset(c->impl_->tile_queue.get(), 0, sizeof(TileQueue)));
   *out = std::move(c);
   return ok_status();
 }
@@ -388,6 +393,7 @@ Status gemm_params(Context::Impl& m, const DeviceExpertWeights& w, Schedule sche
   p.counts = d.counts;
   p.offsets = d.offsets;
   p.schedule = schedule;
+  p.queue = m.tile_queue.as<TileQueue>();
   p.rect_tiles_per_expert = int32_t((m.plan_tokens + block_t - 1) / block_t);
   p.sorted_rows = m.plan_tokens * m.plan_top_k;
   p.k_splits = choose_k_splits(m.plan_tokens, m.plan_top_k, w.num_experts, w.rows, w.cols, block_t, m.num_sms);

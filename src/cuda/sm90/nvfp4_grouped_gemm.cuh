@@ -82,6 +82,7 @@ struct SharedStorage {
   static constexpr int kTileStride = kPassRows + 4;  // +4 floats: conflict-free transposed writes
   float tile[kBlockT * kTileStride];
   EpilogueRows rows[kBlockT];
+  ItemRing ring;
   uint64_t full[kStages];
   uint64_t empty[kStages];
 };
@@ -133,7 +134,7 @@ __device__ void producer(const GemmParams& p, SharedStorage<kBlockT>& s, int t) 
   const int chunk = t % 8;
   const int k_blocks = p.k / kKStep;
   const int n_blocks = p.n / kSm90ChunkRows;
-  TileScheduler<kBlockT, kChunks> sched(p);
+  TileScheduler<kBlockT, kChunks> sched(p, s.ring, t == 0);
   PipelineState ps;
   WorkTile w;
   while (sched.next_tile(w)) {
@@ -286,7 +287,7 @@ template <int kBlockT>
 __device__ void consumer(const GemmParams& p, SharedStorage<kBlockT>& s, int wg, int t) {
   using Config = TileConfig<kBlockT>;
   const int n_blocks = p.n / kSm90ChunkRows;
-  TileScheduler<kBlockT, Config::kChunks> sched(p);
+  TileScheduler<kBlockT, Config::kChunks> sched(p, s.ring, false);
   PipelineState ps;
   WorkTile w;
   while (sched.next_tile(w)) {
@@ -325,6 +326,7 @@ __global__ void __launch_bounds__(threads<kBlockT>(), 1) nvfp4_grouped_gemm_kern
       ptx::mbarrier_init(&s.full[i], kProducerThreads + 1);  // cp.async arrivals + 1 expect_tx arrival
       ptx::mbarrier_init(&s.empty[i], 4 * Config::kConsumers);  // lane 0 of each consumer warp
     }
+    item_ring_init(s.ring, threads<kBlockT>() / 32);
     ptx::fence_mbarrier_init();
   }
   __syncthreads();
