@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Experiment only (not part of the library): the same bench cases from two
+# builds in one call, alternating, so that the comparison shares a GPU and
+# its clocks. The baseline tree is a `git archive` of an older commit,
+# unpacked at .base/ beside this tree.
+#   bench/results/ncu/2026-11-30-ab.sh OUTDIR "bench args;bench args..."
+set -u
+out=$1; cases=$2; mkdir -p $out
+rm -rf /tmp/nvfp4moe-deps && mkdir -p /tmp/nvfp4moe-deps
+for f in .deps/*.deb; do dpkg -x "$f" /tmp/nvfp4moe-deps; done
+build() {
+  cmake -S $1 -B $2 -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH=/tmp/nvfp4moe-deps/usr \
+    -DNVFP4MOE_BENCH=OFF > /tmp/cfg.log 2>&1 && cmake --build $2 --target nvfp4moe -j 16 > /tmp/b.log 2>&1 || tail -5 /tmp/b.log
+}
+build . build-new
+build .base build-base
+IFS=';' read -r -a list <<< "$cases"
+for rep in 1 2; do
+  for b in base new; do
+    for c in "${list[@]}"; do
+      # shellcheck disable=SC2086
+      timeout 120 build-$b/nvfp4moe bench --device cuda $c 2>/dev/null | grep -E "^\| [a-z]" | grep -v "^| preset" |
+        awk -F'|' -v tag="$b" '{printf "%-4s %s %s T=%s %s %s %s us\n", tag, $2, $3, $4, $5, $6, $7}' | tee -a $out/ab.txt
+    done
+  done
+done
+nvidia-smi --query-gpu=name,clocks.sm --format=csv >> $out/ab.txt
