@@ -133,7 +133,8 @@ import json, os, re, subprocess, sys
 out, commit, started, b, t, s, bn, pr, args = sys.argv[1:10]
 gpu = open("/tmp/gpu.txt").read().strip().splitlines()
 tests = open(os.path.join(out, "tests.log")).read()
-m = re.search(r"(\d+)% tests passed, (\d+) tests failed out of (\d+)", tests)
+# CTest writes "100% tests passed out of N" when nothing failed.
+m = re.search(r"(\d+)% tests passed(?:, (\d+) tests failed)? out of (\d+)", tests)
 g = re.search(r"\[==========\] (\d+) tests from .* ran", tests)
 gfail = re.search(r"\[  FAILED  \] (\d+) tests?, listed below", tests)
 bench = []
@@ -168,7 +169,7 @@ rec = {
     "commit": commit, "date": started, "gpu": gpu[1] if len(gpu) > 1 else gpu,
     "command": "scripts/gpu-check.sh OUT " + args,
     "build_rc": int(b), "tests_rc": int(t), "sanitizer_rc": int(s), "bench_rc": int(bn),
-    "cpu_tests": {"failed": int(m.group(2)), "total": int(m.group(3))} if m else None,
+    "cpu_tests": {"failed": int(m.group(2) or 0), "total": int(m.group(3))} if m else None,
     "gpu_tests": {"failed": int(gfail.group(1)) if gfail else 0, "total": int(g.group(1))} if g else None,
     "sanitizer": open("/tmp/sanitizer-summary.txt").read().splitlines()
                  if os.path.exists("/tmp/sanitizer-summary.txt") else [],

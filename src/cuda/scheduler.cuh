@@ -67,7 +67,8 @@ struct TileScheduler {
   int32_t n_tiles;
   int32_t per_row_tile;  // n_tiles * k_splits
   int32_t total;
-  int32_t next;  // rect: this CTA's next item
+  int32_t next;     // rect: this CTA's next item
+  int32_t pending;  // compact, fetcher: the item taken for the next call
   int slot = 0;
   uint32_t phase = 0;
 
@@ -77,14 +78,20 @@ struct TileScheduler {
     total = p.schedule == Schedule::kCompact ? *p.num_jobs * per_row_tile
                                              : p.num_experts * p.rect_tiles_per_expert * per_row_tile;
     next = blockIdx.x;
+    pending = fetcher && p.schedule == Schedule::kCompact ? atomicAdd(&p.queue->next, 1) : 0;
   }
 
-  // The next compact item for this warp, -1 when none is left.
+  // The next compact item for this warp, -1 when none is left. The fetcher
+  // takes each item one tile ahead, so the atomic's round trip (~1 us) is
+  // never waited for at a tile's start, where the producer's copies would
+  // pause for it.
   __device__ int32_t take_item() {
     if (fetcher) {
       ptx::mbarrier_wait_parity(&ring.empty[slot], phase ^ 1);
-      int32_t item = atomicAdd(&p.queue->next, 1);
-      if (item >= total) {
+      int32_t item = pending;
+      if (item < total) {
+        pending = atomicAdd(&p.queue->next, 1);
+      } else {
         item = -1;
         // This CTA takes nothing more. The last CTA to get here finds every
         // other CTA's final take behind it and rewinds the queue for the
