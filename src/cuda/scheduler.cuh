@@ -1,12 +1,15 @@
 // Tile schedulers: which (expert rows, N tile) a CTA computes next.
 //
 // compact: a persistent grid walks the device job list, item = job * n_tiles
-//          + n_tile, taking items in order from a global counter as CTAs
-//          come free (tiles of 32, 64 and 128 columns differ 4x in cost, so
-//          a fixed striping left SMs idle: ncu at eb4aa00 measured active
-//          cycles from 17% below to 10% above the mean). Only real work
-//          exists; consecutive items share a job's activations, and the jobs
-//          of one expert are adjacent, so its weight tiles meet again in L2.
+//          + n_tile. Wide tiles take items in order from a global counter as
+//          CTAs come free (tiles of 32, 64 and 128 columns differ 4x in
+//          cost, and a fixed striping left SMs idle: ncu at eb4aa00 measured
+//          active cycles from 17% below to 10% above the mean); narrow tiles
+//          stripe items over CTAs (item += gridDim.x): their tiles are short
+//          and alike, and the hand-off cost them 1-5% (A/B at f84921f).
+//          Only real work exists; consecutive items share a job's
+//          activations, and the jobs of one expert are adjacent, so its
+//          weight tiles meet again in L2.
 //          Which CTA computes a tile never changes what it computes, so the
 //          outputs stay bit-identical from run to run.
 // rect:    the grid is every expert x ceil(T / block_t) row tiles x n_tiles;
@@ -58,11 +61,13 @@ __device__ __forceinline__ void item_ring_init(ItemRing& r, uint32_t warps) {
 // Items are (row tile, N tile, K split), the split fastest: the splits of
 // one output tile and then its neighbours along N share the activation rows.
 // Every warp of the CTA constructs one and calls next_tile() in step;
-// `fetcher` marks the one thread that takes items from the queue.
-template <int kBlockT, int kChunks>
+// `fetcher` marks the one thread that takes items from the queue when
+// kTakeFromQueue and the schedule is compact.
+template <int kBlockT, int kChunks, bool kTakeFromQueue>
 struct TileScheduler {
   const GemmParams& p;
   ItemRing& ring;
+  bool queued;  // compact and kTakeFromQueue
   bool fetcher;
   int32_t n_tiles;
   int32_t per_row_tile;  // n_tiles * k_splits
@@ -73,12 +78,13 @@ struct TileScheduler {
   uint32_t phase = 0;
 
   __device__ TileScheduler(const GemmParams& params, ItemRing& item_ring, bool is_fetcher)
-      : p(params), ring(item_ring), fetcher(is_fetcher), n_tiles(params.n_tiles(kChunks)),
+      : p(params), ring(item_ring), queued(kTakeFromQueue && params.schedule == Schedule::kCompact),
+        fetcher(is_fetcher), n_tiles(params.n_tiles(kChunks)),
         per_row_tile(n_tiles * params.k_splits) {
     total = p.schedule == Schedule::kCompact ? *p.num_jobs * per_row_tile
                                              : p.num_experts * p.rect_tiles_per_expert * per_row_tile;
     next = blockIdx.x;
-    pending = fetcher && p.schedule == Schedule::kCompact ? atomicAdd(&p.queue->next, 1) : 0;
+    pending = queued && fetcher ? atomicAdd(&p.queue->next, 1) : 0;
   }
 
   // The next compact item for this warp, -1 when none is left. The fetcher
@@ -119,7 +125,7 @@ struct TileScheduler {
   __device__ bool next_tile(WorkTile& w) {
     while (true) {
       int32_t item;
-      if (p.schedule == Schedule::kCompact) {
+      if (queued) {
         item = take_item();
       } else {
         item = next < total ? next : -1;

@@ -57,6 +57,7 @@ struct TileConfig;
 template <> struct TileConfig<32> {
   static constexpr int kConsumers = 4, kBlocks = 1, kStages = 14, kProducerRegs = 56, kConsumerRegs = 104;
   static constexpr int kChunks = kConsumers * kBlocks;
+  static constexpr bool kTakeFromQueue = false;  // scheduler.cuh
 };
 // NOTES: at 40 registers the producer spills 20 bytes, in the per-tile
 // set-up only (SASS), not in the K loop. Two chunks per consumer: the
@@ -66,6 +67,7 @@ template <> struct TileConfig<32> {
 template <> struct TileConfig<128> {
   static constexpr int kConsumers = 2, kBlocks = 2, kStages = 6, kProducerRegs = 40, kConsumerRegs = 232;
   static constexpr int kChunks = kConsumers * kBlocks;
+  static constexpr bool kTakeFromQueue = true;
 };
 
 template <int kBlockT>
@@ -134,7 +136,7 @@ __device__ void producer(const GemmParams& p, SharedStorage<kBlockT>& s, int t) 
   const int chunk = t % 8;
   const int k_blocks = p.k / kKStep;
   const int n_blocks = p.n / kSm90ChunkRows;
-  TileScheduler<kBlockT, kChunks> sched(p, s.ring, t == 0);
+  TileScheduler<kBlockT, kChunks, TileConfig<kBlockT>::kTakeFromQueue> sched(p, s.ring, t == 0);
   PipelineState ps;
   WorkTile w;
   while (sched.next_tile(w)) {
@@ -287,7 +289,7 @@ template <int kBlockT>
 __device__ void consumer(const GemmParams& p, SharedStorage<kBlockT>& s, int wg, int t) {
   using Config = TileConfig<kBlockT>;
   const int n_blocks = p.n / kSm90ChunkRows;
-  TileScheduler<kBlockT, Config::kChunks> sched(p, s.ring, false);
+  TileScheduler<kBlockT, Config::kChunks, Config::kTakeFromQueue> sched(p, s.ring, false);
   PipelineState ps;
   WorkTile w;
   while (sched.next_tile(w)) {
