@@ -7,6 +7,7 @@
 
 #include "cuda/gemm_params.hpp"
 #include "cuda/plan_kernels.cuh"
+#include "nvfp4moe/layout.hpp"
 #include "nvfp4moe/status.hpp"
 
 namespace nvfp4moe::cuda {
@@ -41,12 +42,18 @@ inline constexpr int32_t kStreamMaxTokens = 2;
 inline constexpr int32_t kStreamKernelMaxTokens = 8;
 // Its activation rows live in shared memory (bit_ceil(T) x K BF16), within
 // this budget: mixtral's down (K = 14336) fits up to T = 4, and larger calls
-// take the plan path.
-inline constexpr size_t kStreamMaxStagedBytes = 200 * 1024;
-size_t weight_streamer_smem_bytes(int64_t num_tokens, int64_t k);
+// take the plan path. Beside them, a ring of weight stages of
+// kStreamStageBytes: as many as fit (up to 8) in kStreamTwoCtaBytes, two CTAs
+// per SM, or else in kStreamOneCtaBytes; 176 KB of rows leave 4 stages.
+inline constexpr size_t kStreamMaxStagedBytes = 176 * 1024;
+inline constexpr size_t kStreamStageBytes = 4 * kSm90ChunkBytes;  // 4 K blocks of 64 rows
+inline constexpr size_t kStreamTwoCtaBytes = 96 * 1024;
+inline constexpr size_t kStreamOneCtaBytes = 212 * 1024;
+size_t weight_streamer_staged_bytes(int64_t num_tokens, int64_t k);
+int weight_streamer_stages(size_t staged_bytes);
 inline bool use_weight_streamer(int64_t num_tokens, int64_t k) {
   return num_tokens >= 1 && num_tokens <= kStreamMaxTokens &&
-         weight_streamer_smem_bytes(num_tokens, k) <= kStreamMaxStagedBytes;
+         weight_streamer_staged_bytes(num_tokens, k) <= kStreamMaxStagedBytes;
 }
 Status launch_weight_streamer(const GemmParams& p, cudaStream_t stream);
 

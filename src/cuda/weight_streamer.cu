@@ -8,13 +8,16 @@
 //   kernel, and works only if its pair is the first one routed to its expert,
 //   so every hit expert's weights are read once; it gathers that expert's
 //   pairs (<= T <= 8 rows, ascending) as the n8 columns of mma.sync.
-// Warps: 4 * kChunks along N (16 weight rows each, the sm90 fragment layout
-// is one warp's mma A fragment), the rest along K (k64 blocks dealt round
-// robin). Each warp double-buffers kUnroll fragments of global loads, so
-// ~4.6 KB per warp are in flight. The expert's activation rows are staged
-// once in shared memory as BF16 B fragments (one LDS.64 per k16 step, zeros
-// past its rows): NOTES: the first version loaded them from global memory
-// beside each mma, and every mma waited on that load (1.3 TB/s on H200).
+// Warps: one producer warp streams the CTA's weights (its kChunks 64-row
+// chunks are contiguous along K in the sm90 layout) into a ring of shared
+// memory stages with 1-D bulk copies, up to 8 stages (74 KB) in flight.
+// NOTES: the first versions loaded the fragments into registers, ~37 KB in
+// flight per SM, half of what DRAM latency x bandwidth needs (perf.md:
+// 1.83 TB/s on deepseek gate_up T=1). The 8 consumer warps are 4 * kChunks
+// along N (16 weight rows each: the sm90 fragment layout is one warp's mma
+// A fragment) times the rest along K (K blocks dealt round robin inside each
+// stage). The expert's activation rows are staged once in shared memory as
+// BF16 B fragments (one LDS.64 per k16 step, zeros past its rows).
 // The K partial sums meet in shared memory and are added in warp order,
 // then the shared epilogue (alpha, SwiGLU on gate/up chunk pairs, router
 // weight, F32/BF16 store) writes the rows.
@@ -30,13 +33,18 @@
 #include "cuda/epilogue.cuh"
 #include "cuda/launch.hpp"
 #include "cuda/plan_kernels.cuh"
+#include "cuda/ptx/async_copy.cuh"
+#include "cuda/ptx/mbarrier.cuh"
 #include "cuda/ptx/mma.cuh"
+#include "cuda/ptx/sync.cuh"
 
 namespace nvfp4moe::cuda {
 namespace {
 
-constexpr int kThreads = 256;
-constexpr int kUnroll = 4;
+constexpr int kThreads = 256;                   // consumer warps
+constexpr int kAllThreads = kThreads + 32;      // + the producer warp
+constexpr int kMaxStages = 8;
+constexpr uint32_t kConsumerBarrier = 1;        // named barrier of the consumer warps
 
 template <int kChunks>
 struct StreamConfig {
@@ -44,7 +52,12 @@ struct StreamConfig {
   static constexpr int kWarpsK = kThreads / 32 / kWarpsN;
   static constexpr int kRows = 64 * kChunks;      // weight rows of the CTA
   static constexpr int kTileStride = kRows + 4;  // floats between token rows of the tile
+  // K blocks per stage: two fragments per consumer warp.
+  static constexpr int kStageBlocks = 2 * kWarpsK;
+  static constexpr int kStageBytes = kChunks * kStageBlocks * kSm90ChunkBytes;
 };
+static_assert(StreamConfig<1>::kStageBytes == kStreamStageBytes && StreamConfig<2>::kStageBytes == kStreamStageBytes,
+              "launch.hpp sizes the ring with kStreamStageBytes");
 
 template <int kChunks>
 struct StreamShared {
@@ -53,9 +66,11 @@ struct StreamShared {
   float tile[kStreamKernelMaxTokens * C::kTileStride];
   EpilogueRows rows[kStreamKernelMaxTokens];
   int32_t pair_of[kStreamKernelMaxTokens];  // the expert's pairs, ascending
-  int32_t warp_hits[kThreads / 32];
-  int32_t ids[kThreads];  // every id of the call (T * k <= kThreads)
+  int32_t warp_hits[kAllThreads / 32];
+  int32_t ids[kAllThreads];  // every id of the call (T * k <= kThreads)
   int32_t bad_pair;
+  uint64_t full[kMaxStages];
+  uint64_t empty[kMaxStages];
 };
 
 // The activation or output row of a pair (the streamer has no sorted order).
@@ -71,7 +86,7 @@ __host__ __device__ __forceinline__ int32_t staged_columns(int32_t num_tokens) {
   return r;
 }
 
-// x rows of the expert -> shared memory, BF16, in mma B-fragment order:
+// x rows of the expert -> shared memory (by the consumer threads), BF16, in mma B-fragment order:
 // u32 index ((s * cols + n) * 4 + q) * 2 + hi holds k = 16 s + 2 q + 8 hi
 // (+1) of column n, so lane (g, q) reads its b0, b1 of step s as one
 // 8-byte word. Columns past num_rows are zeros.
@@ -81,11 +96,11 @@ __device__ __forceinline__ void stage_b_fragments(const GemmParams& p, const int
   // stored each word right after its load waited one L2 latency per word.
   constexpr int kBatch = 8;
   const int32_t half_k = p.k / 2, total = cols * half_k;
-  for (int32_t base = threadIdx.x; base < total; base += kBatch * blockDim.x) {
+  for (int32_t base = threadIdx.x; base < total; base += kBatch * kThreads) {
     uint32_t v[kBatch];
 #pragma unroll
     for (int u = 0; u < kBatch; ++u) {
-      const int32_t i = base + u * blockDim.x, n = i / half_k, k = 2 * (i % half_k);
+      const int32_t i = base + u * kThreads, n = i / half_k, k = 2 * (i % half_k);
       v[u] = 0;
       if (i < total && n < num_rows) {
         const int64_t row = pair_row(p.x_map, pair_of[n], p.top_k);
@@ -99,90 +114,61 @@ __device__ __forceinline__ void stage_b_fragments(const GemmParams& p, const int
     }
 #pragma unroll
     for (int u = 0; u < kBatch; ++u) {
-      const int32_t i = base + u * blockDim.x, n = i / half_k, k = 2 * (i % half_k);
+      const int32_t i = base + u * kThreads, n = i / half_k, k = 2 * (i % half_k);
       const int32_t step = k / 16, kk = k % 16;
       if (i < total) xs[((step * cols + n) * 4 + (kk % 8) / 2) * 2 + kk / 8] = v[u];
     }
   }
 }
 
-// Weights are read once: keep them out of L1.
-__device__ __forceinline__ uint4 load_stream16(const uint8_t* p) {
-  uint4 v;
-  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "l"(p));
-  return v;
-}
-__device__ __forceinline__ uint2 load_stream8(const uint8_t* p) {
-  uint2 v;
-  asm volatile("ld.global.nc.L1::no_allocate.v2.u32 {%0, %1}, [%2];" : "=r"(v.x), "=r"(v.y) : "l"(p));
-  return v;
+// Producer: the CTA's weight slab, stage after stage, into the ring.
+template <int kChunks>
+__device__ void stream_weights(StreamShared<kChunks>& s, uint8_t* ring, int num_stages,
+                               const uint8_t* w0, int32_t k_blocks) {
+  using C = StreamConfig<kChunks>;
+  const int32_t iters = (k_blocks + C::kStageBlocks - 1) / C::kStageBlocks;
+  for (int32_t it = 0; it < iters; ++it) {
+    const int slot = it % num_stages;
+    const uint32_t phase = uint32_t(it / num_stages) & 1u;
+    ptx::mbarrier_wait_parity(&s.empty[slot], phase ^ 1u);
+    const int32_t kb0 = it * C::kStageBlocks, blocks = min(C::kStageBlocks, k_blocks - kb0);
+    const uint32_t bytes = uint32_t(blocks) * kSm90ChunkBytes;
+    ptx::mbarrier_arrive_expect_tx(&s.full[slot], kChunks * bytes);
+    uint8_t* dst = ring + size_t(slot) * C::kStageBytes;
+#pragma unroll
+    for (int c = 0; c < kChunks; ++c)
+      ptx::bulk_copy_g2s(dst + c * C::kStageBlocks * kSm90ChunkBytes,
+                         w0 + (int64_t(c) * k_blocks + kb0) * kSm90ChunkBytes, bytes, &s.full[slot]);
+  }
 }
 
 template <int kChunks>
-__global__ void __launch_bounds__(kThreads, 2) weight_stream_kernel(const __grid_constant__ GemmParams p) {
+__global__ void __launch_bounds__(kAllThreads, 2) weight_stream_kernel(const __grid_constant__ GemmParams p,
+                                                                        int num_stages) {
   using C = StreamConfig<kChunks>;
   constexpr int kWarpsK = C::kWarpsK;
   __shared__ StreamShared<kChunks> s;
-  extern __shared__ __align__(16) uint32_t x_staged[];  // staged_columns(T) * K / 2 words
+  // The ring, then the staged activations (staged_columns(T) * K / 2 words).
+  extern __shared__ __align__(128) uint8_t dyn[];
+  uint8_t* ring = dyn;
+  uint32_t* x_staged = reinterpret_cast<uint32_t*>(dyn + size_t(num_stages) * C::kStageBytes);
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int32_t pairs = p.num_tokens * p.top_k, me = int32_t(blockIdx.y);
   const bool reporter = blockIdx.x == 0 && blockIdx.y == 0 && tid == 0;
+  const bool producer = warp == kThreads / 32;
 
-  // The first loads go out before the ids are checked, so their latency
-  // overlaps validation and staging; an out-of-range id loads nothing.
-  // Rows [64 * kChunks * blockIdx.x, +kRows) x K of the pair's expert.
-  const int32_t expert = p.ids[me];
-  const bool expert_in_range = expert >= 0 && expert < p.num_experts;
-  const int wn = warp % C::kWarpsN, wk = warp / C::kWarpsN;
-  const int chunk = wn / 4, t = (wn % 4) * 32 + lane;  // t: thread index inside the chunk's fragment
-  const int g = lane / 4, q = lane % 4;
-  const int32_t k_blocks = p.k / 64, n_blocks = p.n / 64;
-  const uint8_t* w0 = p.w_packed + (int64_t(expert_in_range ? expert : 0) * n_blocks +
-                                    int64_t(blockIdx.x) * kChunks + chunk) * k_blocks * kSm90ChunkBytes;
-
-  const int32_t cols = staged_columns(p.num_tokens);
-  const bool col_valid = g < cols;
-  const uint2* xs = reinterpret_cast<const uint2*>(x_staged) + g * 4 + q;  // + step * cols * 4
-  // Two accumulator chains (even, odd k16 steps): back-to-back mma on one
-  // accumulator would wait out each other's latency.
-  float acc[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
-  uint4 codes[2][kUnroll];
-  uint2 scales[2][kUnroll];
-  auto load = [&](int buf, int32_t kb0) {
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const int32_t kb = kb0 + u * kWarpsK;
-      if (kb < k_blocks && expert_in_range) {
-        const FragmentRef f = fragment_ref(w0 + int64_t(kb) * kSm90ChunkBytes, t);
-        codes[buf][u] = load_stream16(f.codes);
-        scales[buf][u] = load_stream8(f.scales);
-      }
+  if (tid == 0) {
+    for (int i = 0; i < num_stages; ++i) {
+      ptx::mbarrier_init(&s.full[i], 1);
+      ptx::mbarrier_init(&s.empty[i], kThreads / 32);
     }
-  };
-  auto compute = [&](int buf, int32_t kb0) {
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const int32_t kb = kb0 + u * kWarpsK;
-      if (kb < k_blocks) {
-        uint32_t a[4][4];
-        dequant_fragment(codes[buf][u], scales[buf][u], a);
-#pragma unroll
-        for (int step = 0; step < 4; ++step) {
-          const uint2 b = col_valid ? xs[(kb * 4 + step) * cols * 4] : make_uint2(0u, 0u);
-          ptx::mma_m16n8k16_bf16(acc[step % 2], a[step], b.x, b.y);
-        }
-      }
-    }
-  };
-  constexpr int32_t kStride = kWarpsK * kUnroll;  // K blocks per buffer
-  load(0, wk);
+    ptx::fence_mbarrier_init();
+  }
 
   // 1. Validate every id (the plan kernel's rules and report: the first bad
-  //    pair); with a bad id no CTA writes anything.
-  //    The repeat check reads other slots: from shared memory, not as a
-  //    chain of dependent global loads.
+  //    pair); with a bad id no CTA writes anything, and none has started a
+  //    copy yet. The repeat check reads other slots: from shared memory, not
+  //    as a chain of dependent global loads.
   const int32_t id = tid < pairs ? p.ids[tid] : -1;  // pairs <= kThreads
   s.ids[tid] = id;
   if (tid == 0) s.bad_pair = INT32_MAX;
@@ -206,13 +192,23 @@ __global__ void __launch_bounds__(kThreads, 2) weight_stream_kernel(const __grid
   if (reporter) *p.status = {kPlanOk, 0, 0, 0};
 
   // 2. Only the expert's first pair works.
+  const int32_t expert = s.ids[me];
   if (__syncthreads_or(tid < me && id == expert)) return;
+
+  // Rows [64 * kChunks * blockIdx.x, +kRows) x K of the pair's expert.
+  const int32_t k_blocks = p.k / 64, n_blocks = p.n / 64;
+  const uint8_t* w0 =
+      p.w_packed + (int64_t(expert) * n_blocks + int64_t(blockIdx.x) * kChunks) * k_blocks * kSm90ChunkBytes;
+  if (producer) {
+    if (lane == 0) stream_weights<kChunks>(s, ring, num_stages, w0, k_blocks);
+    return;  // the CTA, and with it the ring, lives until the consumers finish
+  }
 
   // 3. The expert's pairs, ascending (ballot per warp, then warp order).
   const bool hit = tid < pairs && id == expert;
   const uint32_t ballot = __ballot_sync(0xFFFFFFFFu, hit);
   if (lane == 0) s.warp_hits[warp] = __popc(ballot);
-  __syncthreads();
+  ptx::named_barrier_sync(kConsumerBarrier, kThreads);
   int32_t num_rows = 0, pos = __popc(ballot & ((1u << lane) - 1u));
   for (int w = 0; w < kThreads / 32; ++w) {
     if (w < warp) pos += s.warp_hits[w];
@@ -220,20 +216,53 @@ __global__ void __launch_bounds__(kThreads, 2) weight_stream_kernel(const __grid
   }
   num_rows = min(num_rows, kStreamKernelMaxTokens);  // the host keeps T <= kStreamKernelMaxTokens
   if (hit && pos < kStreamKernelMaxTokens) s.pair_of[pos] = tid;
-  __syncthreads();
+  ptx::named_barrier_sync(kConsumerBarrier, kThreads);
   if (tid < num_rows) {
     const int32_t pr = s.pair_of[tid];
     s.rows[tid] = {pair_row(p.y_map, pr, p.top_k), p.route_w ? p.route_w[pr] : 1.0f};
   }
+  const int32_t cols = staged_columns(p.num_tokens);
   stage_b_fragments(p, s.pair_of, num_rows, cols, x_staged);
-  __syncthreads();
+  ptx::named_barrier_sync(kConsumerBarrier, kThreads);
 
-  // 4. Stream, the first buffer already in flight.
-  for (int32_t kb0 = wk; kb0 < k_blocks; kb0 += 2 * kStride) {
-    load(1, kb0 + kStride);
-    compute(0, kb0);
-    load(0, kb0 + 2 * kStride);
-    compute(1, kb0 + kStride);
+  // 4. Consume the ring: warp (wn, wk) dequantizes K blocks wk, wk + kWarpsK
+  //    of each stage for its 16 rows, against the staged columns.
+  const int wn = warp % C::kWarpsN, wk = warp / C::kWarpsN;
+  const int chunk = wn / 4, t = (wn % 4) * 32 + lane;  // t: thread index inside the chunk's fragment
+  const int g = lane / 4, q = lane % 4;
+  const bool col_valid = g < cols;
+  const uint2* xs = reinterpret_cast<const uint2*>(x_staged) + g * 4 + q;  // + step * cols * 4
+  // Two accumulator chains (even, odd k16 steps): back-to-back mma on one
+  // accumulator would wait out each other's latency.
+  float acc[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
+  const int32_t iters = (k_blocks + C::kStageBlocks - 1) / C::kStageBlocks;
+  for (int32_t it = 0; it < iters; ++it) {
+    const int slot = it % num_stages;
+    ptx::mbarrier_wait_parity(&s.full[slot], uint32_t(it / num_stages) & 1u);
+    const uint8_t* stage = ring + size_t(slot) * C::kStageBytes + chunk * C::kStageBlocks * kSm90ChunkBytes;
+    uint4 codes[2];
+    uint2 scales[2];
+#pragma unroll
+    for (int u = 0; u < 2; ++u) {
+      const FragmentRef f = fragment_ref(stage + (wk + u * kWarpsK) * kSm90ChunkBytes, t);
+      codes[u] = *reinterpret_cast<const uint4*>(f.codes);
+      scales[u] = *reinterpret_cast<const uint2*>(f.scales);
+    }
+    __syncwarp();
+    if (lane == 0) ptx::mbarrier_arrive(&s.empty[slot]);  // the fragments are in registers
+#pragma unroll
+    for (int u = 0; u < 2; ++u) {
+      const int32_t kb = it * C::kStageBlocks + wk + u * kWarpsK;
+      if (kb < k_blocks) {
+        uint32_t a[4][4];
+        dequant_fragment(codes[u], scales[u], a);
+#pragma unroll
+        for (int step = 0; step < 4; ++step) {
+          const uint2 b = col_valid ? xs[(kb * 4 + step) * cols * 4] : make_uint2(0u, 0u);
+          ptx::mma_m16n8k16_bf16(acc[step % 2], a[step], b.x, b.y);
+        }
+      }
+    }
   }
 
   // 5. K partials -> tile (warp order, then alpha), then the epilogue.
@@ -242,7 +271,7 @@ __global__ void __launch_bounds__(kThreads, 2) weight_stream_kernel(const __grid
   s.partial[wk][2 * q + 1][row] = acc[0][1] + acc[1][1];
   s.partial[wk][2 * q][row + 8] = acc[0][2] + acc[1][2];
   s.partial[wk][2 * q + 1][row + 8] = acc[0][3] + acc[1][3];
-  __syncthreads();
+  ptx::named_barrier_sync(kConsumerBarrier, kThreads);
   for (int i = tid; i < num_rows * C::kRows; i += kThreads) {
     const int tok = i / C::kRows, r = i % C::kRows;
     float v = 0.0f;
@@ -251,7 +280,7 @@ __global__ void __launch_bounds__(kThreads, 2) weight_stream_kernel(const __grid
     const float* alpha = (p.epilogue == EpilogueKind::kSwiGLU && r >= 64) ? p.alpha_up : p.alpha;
     s.tile[tok * C::kTileStride + r] = v * ((alpha ? alpha[expert] : 1.0f) * kWeightDownscale);
   }
-  __syncthreads();
+  ptx::named_barrier_sync(kConsumerBarrier, kThreads);
   const WorkTile w{expert, 0, num_rows, 0, int32_t(blockIdx.x), 0, 0, k_blocks};
   epilogue_store<kChunks>(p, w, s.tile, C::kTileStride, s.rows, tid, kThreads);
 }
@@ -260,24 +289,34 @@ template <int kChunks>
 Status launch_stream(const GemmParams& p, cudaStream_t stream) {
   const int32_t pairs = p.num_tokens * p.top_k;
   const dim3 grid(uint32_t(p.n / (64 * kChunks)), uint32_t(pairs));
-  const size_t smem = weight_streamer_smem_bytes(p.num_tokens, p.k);
+  const size_t staged = weight_streamer_staged_bytes(p.num_tokens, p.k);
+  const int stages = weight_streamer_stages(staged);
+  const size_t smem = size_t(stages) * kStreamStageBytes + staged;
   auto kernel = weight_stream_kernel<kChunks>;
   NVFP4MOE_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-  kernel<<<grid, kThreads, smem, stream>>>(p);
+  kernel<<<grid, kAllThreads, smem, stream>>>(p, stages);
   NVFP4MOE_CUDA_CHECK_LAUNCH("weight_stream_kernel");
   return ok_status();
 }
 
 }  // namespace
 
-size_t weight_streamer_smem_bytes(int64_t num_tokens, int64_t k) {
+size_t weight_streamer_staged_bytes(int64_t num_tokens, int64_t k) {
   return size_t(staged_columns(int32_t(std::min<int64_t>(num_tokens, kStreamKernelMaxTokens)))) * size_t(k) * 2;
+}
+
+int weight_streamer_stages(size_t staged_bytes) {
+  // Two CTAs per SM while the ring keeps >= 2 stages beside the staged rows,
+  // else one CTA with the rest of the SM.
+  const size_t budget = staged_bytes + 2 * kStreamStageBytes <= kStreamTwoCtaBytes ? kStreamTwoCtaBytes
+                                                                                   : kStreamOneCtaBytes;
+  return int(std::min<size_t>(kMaxStages, (budget - std::min(budget, staged_bytes)) / kStreamStageBytes));
 }
 
 Status launch_weight_streamer(const GemmParams& p, cudaStream_t stream) {
   const int64_t pairs = int64_t(p.num_tokens) * p.top_k;
   if (p.num_tokens < 1 || p.num_tokens > kStreamKernelMaxTokens || pairs > kThreads ||
-      weight_streamer_smem_bytes(p.num_tokens, p.k) > kStreamMaxStagedBytes)
+      weight_streamer_staged_bytes(p.num_tokens, p.k) > kStreamMaxStagedBytes)
     return make_status(StatusCode::kInternal, "weight streamer called with T = ", p.num_tokens, ", k = ", p.top_k);
   if (!p.ids || !p.status || (!p.x && !p.x_f32) || p.k_splits != 1 || p.y_map == RowMap::kCompact ||
       p.x_map == RowMap::kCompact)
