@@ -43,11 +43,15 @@ inline constexpr int32_t kStreamKernelMaxTokens = 8;
 // Its activation rows live in shared memory (bit_ceil(T) x K BF16), within
 // this budget: mixtral's down (K = 14336) fits up to T = 4, and larger calls
 // take the plan path. Beside them, a ring of weight stages of
-// kStreamStageBytes: as many as fit (up to 8) in kStreamTwoCtaBytes, two CTAs
-// per SM, or else in kStreamOneCtaBytes; 176 KB of rows leave 4 stages.
+// kStreamStageBytes: as many as fit (up to 8) in kStreamSmallCtaBytes, so
+// that three CTAs share an SM, or else in kStreamOneCtaBytes; 176 KB of
+// rows leave 4 stages. NOTES: H200 at 0d66d33 (two CTAs of 8 stages per
+// SM): no faster than the register-streaming v2, so bytes in flight were
+// not the limit; the consumers' latency chains (LDS, dequant, mma) are, and
+// more warps per SM hide them.
 inline constexpr size_t kStreamMaxStagedBytes = 176 * 1024;
 inline constexpr size_t kStreamStageBytes = 4 * kSm90ChunkBytes;  // 4 K blocks of 64 rows
-inline constexpr size_t kStreamTwoCtaBytes = 96 * 1024;
+inline constexpr size_t kStreamSmallCtaBytes = 60 * 1024;
 inline constexpr size_t kStreamOneCtaBytes = 212 * 1024;
 size_t weight_streamer_staged_bytes(int64_t num_tokens, int64_t k);
 int weight_streamer_stages(size_t staged_bytes);

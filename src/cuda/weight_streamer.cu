@@ -10,7 +10,7 @@
 //   pairs (<= T <= 8 rows, ascending) as the n8 columns of mma.sync.
 // Warps: one producer warp streams the CTA's weights (its kChunks 64-row
 // chunks are contiguous along K in the sm90 layout) into a ring of shared
-// memory stages with 1-D bulk copies, up to 8 stages (74 KB) in flight.
+// memory stages with 1-D bulk copies (launch.hpp sizes the ring).
 // NOTES: the first versions loaded the fragments into registers, ~37 KB in
 // flight per SM, half of what DRAM latency x bandwidth needs (perf.md:
 // 1.83 TB/s on deepseek gate_up T=1). The 8 consumer warps are 4 * kChunks
@@ -143,7 +143,7 @@ __device__ void stream_weights(StreamShared<kChunks>& s, uint8_t* ring, int num_
 }
 
 template <int kChunks>
-__global__ void __launch_bounds__(kAllThreads, 2) weight_stream_kernel(const __grid_constant__ GemmParams p,
+__global__ void __launch_bounds__(kAllThreads, 3) weight_stream_kernel(const __grid_constant__ GemmParams p,
                                                                         int num_stages) {
   using C = StreamConfig<kChunks>;
   constexpr int kWarpsK = C::kWarpsK;
@@ -306,10 +306,10 @@ size_t weight_streamer_staged_bytes(int64_t num_tokens, int64_t k) {
 }
 
 int weight_streamer_stages(size_t staged_bytes) {
-  // Two CTAs per SM while the ring keeps >= 2 stages beside the staged rows,
-  // else one CTA with the rest of the SM.
-  const size_t budget = staged_bytes + 2 * kStreamStageBytes <= kStreamTwoCtaBytes ? kStreamTwoCtaBytes
-                                                                                   : kStreamOneCtaBytes;
+  // Three CTAs per SM while the ring keeps >= 2 stages beside the staged
+  // rows, else one CTA with the rest of the SM.
+  const size_t budget = staged_bytes + 2 * kStreamStageBytes <= kStreamSmallCtaBytes ? kStreamSmallCtaBytes
+                                                                                     : kStreamOneCtaBytes;
   return int(std::min<size_t>(kMaxStages, (budget - std::min(budget, staged_bytes)) / kStreamStageBytes));
 }
 
