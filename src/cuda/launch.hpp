@@ -43,23 +43,27 @@ inline constexpr int32_t kStreamKernelMaxTokens = 8;
 // Its activation rows live in shared memory (bit_ceil(T) x K BF16), within
 // this budget: mixtral's down (K = 14336) fits up to T = 4, and larger calls
 // take the plan path. Beside them, a ring of weight stages of
-// kStreamStageBytes: as many as fit (up to 8) in kStreamSmallCtaBytes, so
-// that three CTAs share an SM, or else in kStreamOneCtaBytes; 176 KB of
-// rows leave 4 stages. NOTES: H200 at 0d66d33 (two CTAs of 8 stages per
-// SM): no faster than the register-streaming v2, so bytes in flight were
-// not the limit; the consumers' latency chains (LDS, dequant, mma) are, and
-// more warps per SM hide them.
+// kStreamStageBytes, up to 8 (weight_streamer_stages): a grid of more than
+// two CTAs per SM gets as many as fit in kStreamSmallCtaBytes, so that three
+// CTAs share an SM; a smaller grid (or larger staged rows) as many as fit in
+// kStreamTwoCtaBytes, deeper per CTA; else kStreamOneCtaBytes. NOTES: H200
+// (ab.sh at 0d66d33 and at its successor): two CTAs of 8 stages per SM were
+// no faster than the register-streaming v2, so bytes in flight were not the
+// limit; three CTAs per SM were 5-20% faster where the grid fills them
+// (more warps hide the consumers' LDS -> dequant -> mma chains), and 7%
+// slower where it does not (gpt-oss down T=1: 180 CTAs on 132 SMs).
 inline constexpr size_t kStreamMaxStagedBytes = 176 * 1024;
 inline constexpr size_t kStreamStageBytes = 4 * kSm90ChunkBytes;  // 4 K blocks of 64 rows
 inline constexpr size_t kStreamSmallCtaBytes = 60 * 1024;
+inline constexpr size_t kStreamTwoCtaBytes = 96 * 1024;
 inline constexpr size_t kStreamOneCtaBytes = 212 * 1024;
 size_t weight_streamer_staged_bytes(int64_t num_tokens, int64_t k);
-int weight_streamer_stages(size_t staged_bytes);
+int weight_streamer_stages(size_t staged_bytes, int64_t grid_ctas, int num_sms);
 inline bool use_weight_streamer(int64_t num_tokens, int64_t k) {
   return num_tokens >= 1 && num_tokens <= kStreamMaxTokens &&
          weight_streamer_staged_bytes(num_tokens, k) <= kStreamMaxStagedBytes;
 }
-Status launch_weight_streamer(const GemmParams& p, cudaStream_t stream);
+Status launch_weight_streamer(const GemmParams& p, int num_sms, cudaStream_t stream);
 
 Status launch_build_plan(const int32_t* ids, int64_t num_tokens, int64_t top_k, int64_t num_experts,
                          int32_t block_rows, const DevicePlan& plan, cudaStream_t stream);

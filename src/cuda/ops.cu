@@ -462,7 +462,7 @@ Status mul_mat_id(Context& ctx, const CudaMulMatIdArgs& a, Stream stream) {
     p.y_dtype = a.y_dtype;
     p.y_stride = w.rows;
     p.y_map = RowMap::kPair;
-    return launch_weight_streamer(p, stream);
+    return launch_weight_streamer(p, m.num_sms, stream);
   }
   const int32_t block_t = choose_block_rows(a.num_tokens, a.top_k, w.num_experts);
   NVFP4MOE_RETURN_IF_ERROR(build_plan(ctx, a.ids, a.num_tokens, a.top_k, w.num_experts, block_t, stream));
@@ -511,7 +511,7 @@ Status moe_layer(Context& ctx, const CudaMoeLayerArgs& a, Stream stream) {
     gu.y_map = RowMap::kPair;
     gu.epilogue = EpilogueKind::kSwiGLU;
     gu.act = L.act;
-    NVFP4MOE_RETURN_IF_ERROR(launch_weight_streamer(gu, stream));
+    NVFP4MOE_RETURN_IF_ERROR(launch_weight_streamer(gu, m.num_sms, stream));
     NVFP4MOE_RETURN_IF_ERROR(streamer_params(m, L.down, a.ids, T, k, m.h_bf16.get(), DType::kBF16, &down));
     down.x_stride = F;
     down.x_map = RowMap::kPair;
@@ -520,7 +520,7 @@ Status moe_layer(Context& ctx, const CudaMoeLayerArgs& a, Stream stream) {
     down.y_stride = H;
     down.y_map = RowMap::kPair;
     down.route_w = a.route_weights;
-    NVFP4MOE_RETURN_IF_ERROR(launch_weight_streamer(down, stream));
+    NVFP4MOE_RETURN_IF_ERROR(launch_weight_streamer(down, m.num_sms, stream));
     return launch_combine_slots(m.y_f32.as<float>(), T, k, H, m.plan().status, a.out, stream);
   }
   const int32_t block_t = choose_block_rows(T, k, L.num_experts);

@@ -286,11 +286,11 @@ __global__ void __launch_bounds__(kAllThreads, 3) weight_stream_kernel(const __g
 }
 
 template <int kChunks>
-Status launch_stream(const GemmParams& p, cudaStream_t stream) {
+Status launch_stream(const GemmParams& p, int num_sms, cudaStream_t stream) {
   const int32_t pairs = p.num_tokens * p.top_k;
   const dim3 grid(uint32_t(p.n / (64 * kChunks)), uint32_t(pairs));
   const size_t staged = weight_streamer_staged_bytes(p.num_tokens, p.k);
-  const int stages = weight_streamer_stages(staged);
+  const int stages = weight_streamer_stages(staged, int64_t(grid.x) * grid.y, num_sms);
   const size_t smem = size_t(stages) * kStreamStageBytes + staged;
   auto kernel = weight_stream_kernel<kChunks>;
   NVFP4MOE_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
@@ -305,15 +305,15 @@ size_t weight_streamer_staged_bytes(int64_t num_tokens, int64_t k) {
   return size_t(staged_columns(int32_t(std::min<int64_t>(num_tokens, kStreamKernelMaxTokens)))) * size_t(k) * 2;
 }
 
-int weight_streamer_stages(size_t staged_bytes) {
-  // Three CTAs per SM while the ring keeps >= 2 stages beside the staged
-  // rows, else one CTA with the rest of the SM.
-  const size_t budget = staged_bytes + 2 * kStreamStageBytes <= kStreamSmallCtaBytes ? kStreamSmallCtaBytes
-                                                                                     : kStreamOneCtaBytes;
+int weight_streamer_stages(size_t staged_bytes, int64_t grid_ctas, int num_sms) {
+  const auto fits = [&](size_t budget) { return staged_bytes + 2 * kStreamStageBytes <= budget; };
+  size_t budget = kStreamOneCtaBytes;
+  if (grid_ctas > 2 * int64_t(num_sms) && fits(kStreamSmallCtaBytes)) budget = kStreamSmallCtaBytes;
+  else if (fits(kStreamTwoCtaBytes)) budget = kStreamTwoCtaBytes;
   return int(std::min<size_t>(kMaxStages, (budget - std::min(budget, staged_bytes)) / kStreamStageBytes));
 }
 
-Status launch_weight_streamer(const GemmParams& p, cudaStream_t stream) {
+Status launch_weight_streamer(const GemmParams& p, int num_sms, cudaStream_t stream) {
   const int64_t pairs = int64_t(p.num_tokens) * p.top_k;
   if (p.num_tokens < 1 || p.num_tokens > kStreamKernelMaxTokens || pairs > kThreads ||
       weight_streamer_staged_bytes(p.num_tokens, p.k) > kStreamMaxStagedBytes)
@@ -323,9 +323,9 @@ Status launch_weight_streamer(const GemmParams& p, cudaStream_t stream) {
     return make_status(StatusCode::kInternal, "weight streamer parameters are incomplete");
   if (p.epilogue == EpilogueKind::kSwiGLU) {
     if (p.n % 128 != 0) return make_status(StatusCode::kInternal, "SwiGLU streamer needs N % 128 == 0, N = ", p.n);
-    return launch_stream<2>(p, stream);
+    return launch_stream<2>(p, num_sms, stream);
   }
-  return launch_stream<1>(p, stream);
+  return launch_stream<1>(p, num_sms, stream);
 }
 
 }  // namespace nvfp4moe::cuda

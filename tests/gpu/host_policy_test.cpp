@@ -1,0 +1,41 @@
+// The CUDA backend's host policies (launch.hpp), on the host: no device
+// needed. Each worked example in the comments is checked here.
+#include <gtest/gtest.h>
+
+#include "cuda/launch.hpp"
+
+namespace nvfp4moe::testing {
+namespace {
+
+TEST(CudaHostPolicy, KSplitsFollowTheWorkedExample) {
+  // qwen3 gate_up (k = 8, N = 1536, K = 2048) on 132 SMs: 3 splits at T = 1, none at T = 16.
+  EXPECT_EQ(3, cuda::choose_k_splits(1, 8, 128, 1536, 2048, cuda::kBlockTNarrow, 132));
+  EXPECT_EQ(1, cuda::choose_k_splits(16, 8, 128, 1536, 2048, cuda::kBlockTNarrow, 132));
+  EXPECT_EQ(1, cuda::choose_k_splits(1, 8, 128, 1536, 2048, cuda::kBlockTWide, 132));  // wide tiles never split
+}
+
+TEST(CudaHostPolicy, WeightStreamerRingFitsItsBudget) {
+  const size_t stage = cuda::kStreamStageBytes;
+  // A grid of more than two CTAs per SM gets the three-per-SM ring.
+  const size_t qwen_rows = cuda::weight_streamer_staged_bytes(1, 2048);  // 4 KB
+  EXPECT_EQ(int((cuda::kStreamSmallCtaBytes - qwen_rows) / stage),
+            cuda::weight_streamer_stages(qwen_rows, 24 * 8, 64));
+  // A grid of at most two CTAs per SM gets the deeper ring: 8 stages.
+  EXPECT_EQ(8, cuda::weight_streamer_stages(qwen_rows, 180, 132));
+  // mixtral down at T = 2 (57 KB of rows) does not fit three per SM: two.
+  const size_t mixtral_rows = cuda::weight_streamer_staged_bytes(2, 14336);
+  EXPECT_EQ(int((cuda::kStreamTwoCtaBytes - mixtral_rows) / stage),
+            cuda::weight_streamer_stages(mixtral_rows, 1000, 132));
+  // The largest staged rows still leave 4 stages on one CTA per SM.
+  EXPECT_EQ(4, cuda::weight_streamer_stages(cuda::kStreamMaxStagedBytes, 1000, 132));
+  for (size_t rows = 0; rows <= cuda::kStreamMaxStagedBytes; rows += 4096)
+    for (int64_t grid : {1, 264, 10000}) {
+      const int s = cuda::weight_streamer_stages(rows, grid, 132);
+      EXPECT_GE(s, 2) << rows;
+      EXPECT_LE(s, 8) << rows;
+      EXPECT_LE(rows + size_t(s) * stage, cuda::kStreamOneCtaBytes) << rows;
+    }
+}
+
+}  // namespace
+}  // namespace nvfp4moe::testing
