@@ -94,29 +94,35 @@ __device__ __forceinline__ void stage_b_fragments(const GemmParams& p, const int
                                                   int32_t cols, uint32_t* xs) {
   // kBatch loads in flight per thread before their stores: a loop that
   // stored each word right after its load waited one L2 latency per word.
+  // Column by column, so no index is divided by K (ncu at 3d8f74f: the
+  // division of a flat index was the staging loop's hottest code).
   constexpr int kBatch = 8;
-  const int32_t half_k = p.k / 2, total = cols * half_k;
-  for (int32_t base = threadIdx.x; base < total; base += kBatch * kThreads) {
-    uint32_t v[kBatch];
+  const int32_t half_k = p.k / 2;
+  for (int32_t n = 0; n < cols; ++n) {
+    const bool real = n < num_rows;
+    const int64_t row = real ? pair_row(p.x_map, pair_of[n], p.top_k) : 0;
+    const uint16_t* xb = p.x ? p.x + row * p.x_stride : nullptr;
+    const float* xf = p.x_f32 ? p.x_f32 + row * p.x_stride : nullptr;
+    for (int32_t base = threadIdx.x; base < half_k; base += kBatch * kThreads) {
+      uint32_t v[kBatch];
 #pragma unroll
-    for (int u = 0; u < kBatch; ++u) {
-      const int32_t i = base + u * kThreads, n = i / half_k, k = 2 * (i % half_k);
-      v[u] = 0;
-      if (i < total && n < num_rows) {
-        const int64_t row = pair_row(p.x_map, pair_of[n], p.top_k);
-        if (p.x_f32) {
-          const float2 f = *reinterpret_cast<const float2*>(p.x_f32 + row * p.x_stride + k);
-          v[u] = ptx::pack_bf16x2_rn(f.x, f.y);
-        } else {
-          v[u] = *reinterpret_cast<const uint32_t*>(p.x + row * p.x_stride + k);
+      for (int u = 0; u < kBatch; ++u) {
+        const int32_t k = 2 * (base + u * kThreads);
+        v[u] = 0;
+        if (real && k < p.k) {
+          if (xf) {
+            const float2 f = *reinterpret_cast<const float2*>(xf + k);
+            v[u] = ptx::pack_bf16x2_rn(f.x, f.y);
+          } else {
+            v[u] = *reinterpret_cast<const uint32_t*>(xb + k);
+          }
         }
       }
-    }
 #pragma unroll
-    for (int u = 0; u < kBatch; ++u) {
-      const int32_t i = base + u * kThreads, n = i / half_k, k = 2 * (i % half_k);
-      const int32_t step = k / 16, kk = k % 16;
-      if (i < total) xs[((step * cols + n) * 4 + (kk % 8) / 2) * 2 + kk / 8] = v[u];
+      for (int u = 0; u < kBatch; ++u) {
+        const int32_t k = 2 * (base + u * kThreads), step = k / 16, kk = k % 16;
+        if (k < p.k) xs[((step * cols + n) * 4 + (kk % 8) / 2) * 2 + kk / 8] = v[u];
+      }
     }
   }
 }
