@@ -86,9 +86,12 @@ struct DeviceMoeLayer {
 };
 Status upload_moe_layer(const MoeLayerWeights& w, const ActivationParams& act, DeviceMoeLayer* out);
 
-// Per-stream working memory: the routing plan and intermediates. reserve()
-// sizes it; an op that needs more grows it, except while the stream is being
-// captured, where it refuses with a message to reserve first.
+// Per-stream working memory: the routing plan, intermediates and the tile
+// queue of the compact schedule. Ops that share a Context must run one after
+// another (one stream, or streams ordered by events); give each concurrent
+// stream its own Context. reserve() sizes it; an op that needs more grows
+// it, except while the stream is being captured, where it refuses with a
+// message to reserve first.
 class Context {
  public:
   static Status create(int device, std::unique_ptr<Context>* out);
