@@ -11,9 +11,10 @@
 // Warps: one producer warp streams the CTA's weights (its kChunks 64-row
 // chunks are contiguous along K in the sm90 layout) into a ring of shared
 // memory stages with 1-D bulk copies (launch.hpp sizes the ring).
-// NOTES: the first versions loaded the fragments into registers, ~37 KB in
-// flight per SM, half of what DRAM latency x bandwidth needs (perf.md:
-// 1.83 TB/s on deepseek gate_up T=1). The 8 consumer warps are 4 * kChunks
+// NOTES: the first versions loaded the fragments into registers (~37 KB in
+// flight per SM). The ring alone did not make it faster (bytes in flight
+// were not the limit, launch.hpp), but it leaves each thread at 60
+// registers, so three CTAs fit on an SM. The 8 consumer warps are 4 * kChunks
 // along N (16 weight rows each: the sm90 fragment layout is one warp's mma
 // A fragment) times the rest along K (K blocks dealt round robin inside each
 // stage). The expert's activation rows are staged once in shared memory as
