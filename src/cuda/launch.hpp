@@ -39,7 +39,7 @@ int32_t choose_k_splits(int64_t num_tokens, int64_t top_k, int64_t num_experts, 
 // against 401 us even unfused), so the cut is at 2. The kernel itself is
 // written for up to 8. Again at 3d8f74f (streamer v3; A/B
 // bench/results/2026-11-30-h200-ab-3d8f74f-stream-max-tokens-8.json): mixed
-// at T = 3, 4 (0.86-1.46x), the plan path up to 2x faster at T = 8.
+// at T = 3, 4 (0.86-1.46x), the plan path 1.0-2.2x faster at T = 8.
 inline constexpr int32_t kStreamMaxTokens = 2;
 inline constexpr int32_t kStreamKernelMaxTokens = 8;
 // Its activation rows live in shared memory (bit_ceil(T) x K BF16), within
