@@ -9,6 +9,7 @@
 #include <new>
 #include <numeric>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "bench.hpp"
@@ -143,21 +144,16 @@ Status parse_device_and_schedule(const std::string& device_text, const std::stri
 
 // ---- .npy inputs ------------------------------------------------------------------
 
-Status read_f32_npy(const std::string& option, const std::string& path, std::vector<float>* values,
-                    std::vector<int64_t>* shape) {
+// One .npy array converted to T (F32 or I32); errors name the option.
+template <typename T>
+Status read_npy_as(const std::string& option, const std::string& path, std::vector<T>* values,
+                   std::vector<int64_t>* shape) {
   io::NpyArray a;
   Status s = io::read_npy(path, &a);
-  if (s.ok()) s = a.to_f32(values);
-  if (!s.ok()) return Status(s.code(), option + ": " + s.message());
-  *shape = a.shape;
-  return ok_status();
-}
-
-Status read_i32_npy(const std::string& option, const std::string& path, std::vector<int32_t>* values,
-                    std::vector<int64_t>* shape) {
-  io::NpyArray a;
-  Status s = io::read_npy(path, &a);
-  if (s.ok()) s = a.to_i32(values);
+  if (s.ok()) {
+    if constexpr (std::is_same_v<T, float>) s = a.to_f32(values);
+    else s = a.to_i32(values);
+  }
   if (!s.ok()) return Status(s.code(), option + ": " + s.message());
   *shape = a.shape;
   return ok_status();
@@ -262,8 +258,8 @@ int run_matmul_id(const MatmulIdOptions& o) {
   std::vector<float> x;
   std::vector<int64_t> x_shape, ids_shape;
   std::vector<int32_t> ids;
-  s = read_f32_npy("--input", o.input, &x, &x_shape);
-  if (s.ok()) s = read_i32_npy("--ids", o.ids, &ids, &ids_shape);
+  s = read_npy_as<float>("--input", o.input, &x, &x_shape);
+  if (s.ok()) s = read_npy_as<int32_t>("--ids", o.ids, &ids, &ids_shape);
   if (!s.ok()) return fail(cmd, s);
   if (ids_shape.size() != 2) {
     return fail(cmd, invalid_argument("--ids ", o.ids, " has shape ", shape_string(ids_shape), "; expected [T, k]"));
@@ -466,7 +462,7 @@ int run_run(const RunOptions& o) {
   int64_t T = o.tokens;
   if (!o.input.empty()) {
     std::vector<int64_t> shape;
-    s = read_f32_npy("--input", o.input, &x, &shape);
+    s = read_npy_as<float>("--input", o.input, &x, &shape);
     if (!s.ok()) return fail(cmd, s);
     if (shape.size() != 2 || shape[1] != H) {
       return fail(cmd, invalid_argument("--input ", o.input, " has shape ", shape_string(shape), "; layer ", o.layer,
@@ -484,7 +480,7 @@ int run_run(const RunOptions& o) {
   std::string routing_label;
   if (!o.ids.empty()) {
     std::vector<int64_t> shape;
-    s = read_i32_npy("--ids", o.ids, &ids, &shape);
+    s = read_npy_as<int32_t>("--ids", o.ids, &ids, &shape);
     if (!s.ok()) return fail(cmd, s);
     if (shape.size() != 2 || shape[0] != T) {
       return fail(cmd, invalid_argument("--ids ", o.ids, " has shape ", shape_string(shape), "; expected [", T,
@@ -497,7 +493,7 @@ int run_run(const RunOptions& o) {
     s = validate_ids(ids.data(), T, k, E);
     if (!s.ok()) return fail(cmd, make_status(s.code(), "--ids ", o.ids, ": ", s.message()));
     if (!o.route_weights.empty()) {
-      s = read_f32_npy("--route-weights", o.route_weights, &route_weights, &shape);
+      s = read_npy_as<float>("--route-weights", o.route_weights, &route_weights, &shape);
       if (!s.ok()) return fail(cmd, s);
       if (shape != std::vector<int64_t>{T, k}) {
         return fail(cmd, invalid_argument("--route-weights ", o.route_weights, " has shape ", shape_string(shape),
