@@ -23,6 +23,7 @@
 #include <cstdint>
 
 #include "cuda/gemm_params.hpp"
+#include "cuda/pipeline_state.cuh"
 #include "cuda/ptx/mbarrier.cuh"
 
 namespace nvfp4moe::cuda {
@@ -74,8 +75,7 @@ struct TileScheduler {
   int32_t total;
   int32_t next;     // rect: this CTA's next item
   int32_t pending;  // compact, fetcher: the item taken for the next call
-  int slot = 0;
-  uint32_t phase = 0;
+  PipelineState ring_state;
 
   __device__ TileScheduler(const GemmParams& params, ItemRing& item_ring, bool is_fetcher)
       : p(params), ring(item_ring), queued(kTakeFromQueue && params.schedule == Schedule::kCompact),
@@ -92,8 +92,10 @@ struct TileScheduler {
   // never waited for at a tile's start, where the producer's copies would
   // pause for it.
   __device__ int32_t take_item() {
+    const int slot = ring_state.stage;
+    const uint32_t phase = ring_state.phase;
     if (fetcher) {
-      ptx::mbarrier_wait_parity(&ring.empty[slot], phase ^ 1);
+      ptx::mbarrier_wait_parity(&ring.empty[slot], phase ^ 1u);
       int32_t item = pending;
       if (item < total) {
         pending = atomicAdd(&p.queue->next, 1);
@@ -115,10 +117,7 @@ struct TileScheduler {
     const int32_t item = ring.item[slot];
     __syncwarp();
     if (threadIdx.x % 32 == 0) ptx::mbarrier_arrive(&ring.empty[slot]);
-    if (++slot == 2) {
-      slot = 0;
-      phase ^= 1;
-    }
+    ring_state.advance<2>();
     return item;
   }
 

@@ -31,6 +31,7 @@
 #include "cuda/dequant.cuh"
 #include "cuda/epilogue.cuh"
 #include "cuda/gemm_params.hpp"
+#include "cuda/pipeline_state.cuh"
 #include "cuda/ptx/async_copy.cuh"
 #include "cuda/ptx/mbarrier.cuh"
 #include "cuda/ptx/sync.cuh"
@@ -115,18 +116,6 @@ constexpr size_t smem_bytes() {
 inline constexpr size_t kMaxSmemPerBlock = 227 * 1024;
 static_assert(smem_bytes<32>() <= kMaxSmemPerBlock && smem_bytes<128>() <= kMaxSmemPerBlock,
               "pipeline stages exceed the shared memory of an SM");
-
-struct PipelineState {
-  int stage = 0;
-  uint32_t phase = 0;
-  template <int kStages>
-  __device__ void advance() {
-    if (++stage == kStages) {
-      stage = 0;
-      phase ^= 1;
-    }
-  }
-};
 
 template <int kBlockT>
 __device__ void producer(const GemmParams& p, SharedStorage<kBlockT>& s, int t) {
