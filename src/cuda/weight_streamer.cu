@@ -33,6 +33,7 @@
 #include "cuda/dequant.cuh"
 #include "cuda/epilogue.cuh"
 #include "cuda/launch.hpp"
+#include "cuda/pipeline_state.cuh"
 #include "cuda/plan_kernels.cuh"
 #include "cuda/ptx/async_copy.cuh"
 #include "cuda/ptx/mbarrier.cuh"
@@ -134,10 +135,10 @@ __device__ void stream_weights(StreamShared<kChunks>& s, uint8_t* ring, int num_
                                const uint8_t* w0, int32_t k_blocks) {
   using C = StreamConfig<kChunks>;
   const int32_t iters = (k_blocks + C::kStageBlocks - 1) / C::kStageBlocks;
-  for (int32_t it = 0; it < iters; ++it) {
-    const int slot = it % num_stages;
-    const uint32_t phase = uint32_t(it / num_stages) & 1u;
-    ptx::mbarrier_wait_parity(&s.empty[slot], phase ^ 1u);
+  PipelineState ps;
+  for (int32_t it = 0; it < iters; ++it, ps.advance(num_stages)) {
+    const int slot = ps.stage;
+    ptx::mbarrier_wait_parity(&s.empty[slot], ps.phase ^ 1u);
     const int32_t kb0 = it * C::kStageBlocks, blocks = min(C::kStageBlocks, k_blocks - kb0);
     const uint32_t bytes = uint32_t(blocks) * kSm90ChunkBytes;
     ptx::mbarrier_arrive_expect_tx(&s.full[slot], kChunks * bytes);
@@ -149,7 +150,10 @@ __device__ void stream_weights(StreamShared<kChunks>& s, uint8_t* ring, int num_
   }
 }
 
-template <int kChunks>
+// kCols = staged_columns(T) is a template parameter so that every B
+// fragment load of the main loop is one LDS at a constant offset (with a
+// runtime column count, each cost three IMADs of address arithmetic).
+template <int kChunks, int kCols>
 __global__ void __launch_bounds__(kAllThreads, 3) weight_stream_kernel(const __grid_constant__ GemmParams p,
                                                                         int num_stages) {
   using C = StreamConfig<kChunks>;
@@ -228,24 +232,25 @@ __global__ void __launch_bounds__(kAllThreads, 3) weight_stream_kernel(const __g
     const int32_t pr = s.pair_of[tid];
     s.rows[tid] = {pair_row(p.y_map, pr, p.top_k), p.route_w ? p.route_w[pr] : 1.0f};
   }
-  const int32_t cols = staged_columns(p.num_tokens);
-  stage_b_fragments(p, s.pair_of, num_rows, cols, x_staged);
+  stage_b_fragments(p, s.pair_of, num_rows, kCols, x_staged);
   ptx::named_barrier_sync(kConsumerBarrier, kThreads);
 
   // 4. Consume the ring: warp (wn, wk) dequantizes K blocks wk, wk + kWarpsK
   //    of each stage for its 16 rows, against the staged columns.
   const int wn = warp % C::kWarpsN, wk = warp / C::kWarpsN;
   const int chunk = wn / 4, t = (wn % 4) * 32 + lane;  // t: thread index inside the chunk's fragment
+  // Lanes past the staged columns read a staged column again: their output
+  // columns are never stored.
   const int g = lane / 4, q = lane % 4;
-  const bool col_valid = g < cols;
-  const uint2* xs = reinterpret_cast<const uint2*>(x_staged) + g * 4 + q;  // + step * cols * 4
+  const uint2* xs = reinterpret_cast<const uint2*>(x_staged) + (g % kCols) * 4 + q;  // + step * kCols * 4
   // Two accumulator chains (even, odd k16 steps): back-to-back mma on one
   // accumulator would wait out each other's latency.
   float acc[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
   const int32_t iters = (k_blocks + C::kStageBlocks - 1) / C::kStageBlocks;
-  for (int32_t it = 0; it < iters; ++it) {
-    const int slot = it % num_stages;
-    ptx::mbarrier_wait_parity(&s.full[slot], uint32_t(it / num_stages) & 1u);
+  PipelineState ps;
+  for (int32_t it = 0; it < iters; ++it, ps.advance(num_stages)) {
+    const int slot = ps.stage;
+    ptx::mbarrier_wait_parity(&s.full[slot], ps.phase);
     const uint8_t* stage = ring + size_t(slot) * C::kStageBytes + chunk * C::kStageBlocks * kSm90ChunkBytes;
     uint4 codes[2];
     uint2 scales[2];
@@ -263,9 +268,10 @@ __global__ void __launch_bounds__(kAllThreads, 3) weight_stream_kernel(const __g
       if (kb < k_blocks) {
         uint32_t a[4][4];
         dequant_fragment(codes[u], scales[u], a);
+        const uint2* xk = xs + kb * 4 * kCols * 4;
 #pragma unroll
         for (int step = 0; step < 4; ++step) {
-          const uint2 b = col_valid ? xs[(kb * 4 + step) * cols * 4] : make_uint2(0u, 0u);
+          const uint2 b = xk[step * kCols * 4];
           ptx::mma_m16n8k16_bf16(acc[step % 2], a[step], b.x, b.y);
         }
       }
@@ -292,18 +298,34 @@ __global__ void __launch_bounds__(kAllThreads, 3) weight_stream_kernel(const __g
   epilogue_store<kChunks>(p, w, s.tile, C::kTileStride, s.rows, tid, kThreads);
 }
 
-template <int kChunks>
+template <int kChunks, int kCols>
 Status launch_stream(const GemmParams& p, int num_sms, cudaStream_t stream) {
   const int32_t pairs = p.num_tokens * p.top_k;
   const dim3 grid(uint32_t(p.n / (64 * kChunks)), uint32_t(pairs));
   const size_t staged = weight_streamer_staged_bytes(p.num_tokens, p.k);
   const int stages = weight_streamer_stages(staged, int64_t(grid.x) * grid.y, num_sms);
   const size_t smem = size_t(stages) * kStreamStageBytes + staged;
-  auto kernel = weight_stream_kernel<kChunks>;
+  auto kernel = weight_stream_kernel<kChunks, kCols>;
   NVFP4MOE_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   kernel<<<grid, kAllThreads, smem, stream>>>(p, stages);
   NVFP4MOE_CUDA_CHECK_LAUNCH("weight_stream_kernel");
   return ok_status();
+}
+
+template <int kChunks>
+Status launch_stream_chunks(const GemmParams& p, int num_sms, cudaStream_t stream) {
+  static_assert(kStreamKernelMaxTokens == 8, "one instantiation per staged column count 1, 2, 4, 8");
+  switch (staged_columns(p.num_tokens)) {
+    case 1: return launch_stream<kChunks, 1>(p, num_sms, stream);
+    case 2: return launch_stream<kChunks, 2>(p, num_sms, stream);
+    case 4: return launch_stream<kChunks, 4>(p, num_sms, stream);
+    default: return launch_stream<kChunks, 8>(p, num_sms, stream);
+  }
+}
+
+Status launch_stream_for_columns(const GemmParams& p, int num_sms, cudaStream_t stream) {
+  return p.epilogue == EpilogueKind::kSwiGLU ? launch_stream_chunks<2>(p, num_sms, stream)
+                                             : launch_stream_chunks<1>(p, num_sms, stream);
 }
 
 }  // namespace
@@ -328,11 +350,9 @@ Status launch_weight_streamer(const GemmParams& p, int num_sms, cudaStream_t str
   if (!p.ids || !p.status || (!p.x && !p.x_f32) || p.k_splits != 1 || p.y_map == RowMap::kCompact ||
       p.x_map == RowMap::kCompact)
     return make_status(StatusCode::kInternal, "weight streamer parameters are incomplete");
-  if (p.epilogue == EpilogueKind::kSwiGLU) {
-    if (p.n % 128 != 0) return make_status(StatusCode::kInternal, "SwiGLU streamer needs N % 128 == 0, N = ", p.n);
-    return launch_stream<2>(p, num_sms, stream);
-  }
-  return launch_stream<1>(p, num_sms, stream);
+  if (p.epilogue == EpilogueKind::kSwiGLU && p.n % 128 != 0)
+    return make_status(StatusCode::kInternal, "SwiGLU streamer needs N % 128 == 0, N = ", p.n);
+  return launch_stream_for_columns(p, num_sms, stream);
 }
 
 }  // namespace nvfp4moe::cuda
