@@ -36,7 +36,9 @@ Status canonical_to_ggml(const uint8_t* codes, const uint8_t* scales, int64_t ro
 //   codes  [128 threads][4 k16-steps] uint32: the 8 nibbles a thread of the
 //          consumer warpgroup needs for one m64k16 A fragment, bit-placed so
 //          that each bf16x2 register is one shift and one mask away;
-//   scales [4 warps][16 rows][4 k16-steps] UE4M3 bytes.
+//   scales [4 warps][16 rows][4 k16-steps] scale codes: each UE4M3 scale
+//          re-encoded (normalised exponent, 3-bit mantissa) so that the
+//          device makes its bf16 factor with one integer multiply-add.
 // Chunk order: [expert][row block (N/64)][k block (K/64)], so one row block's
 // K stream is contiguous. Requires N % 64 == 0 and K % 64 == 0.
 inline constexpr int kSm90ChunkRows = 64;
@@ -48,8 +50,13 @@ static_assert(kSm90ChunkBytes % 16 == 0, "sm90 chunks must stay 16-byte aligned 
 
 int64_t sm90_packed_bytes(int64_t num_experts, int64_t rows, int64_t cols);
 // Packs the canonical weights. out must hold sm90_packed_bytes() bytes.
+// Runs validate_weights first (a NaN or negative scale has no scale code).
+// Every value of a block whose scale is zero is zero, so its codes are
+// stored as +0.
 Status pack_sm90(const ExpertWeightsView& w, uint8_t* out);
-// Inverse of pack_sm90 (for tests and for reading back).
+// Inverse of pack_sm90 (for tests and for reading back): the same values,
+// with the codes of zero-scale blocks as +0 and a -0 scale (0x80) as 0x00.
+// kFormatError for bytes pack_sm90 never writes as scale codes.
 Status unpack_sm90(const uint8_t* packed, int64_t num_experts, int64_t rows, int64_t cols, uint8_t* codes,
                    uint8_t* scales);
 

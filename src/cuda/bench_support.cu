@@ -6,6 +6,7 @@
 
 #include "cuda/bench_support.hpp"
 #include "cuda/check.hpp"
+#include "format/sm90_fragment.hpp"
 #include "nvfp4moe/layout.hpp"
 
 namespace nvfp4moe::cuda::bench_support {
@@ -21,9 +22,10 @@ __global__ void fill_packed_kernel(uint8_t* p, int64_t n, uint64_t seed) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n / 8; i += int64_t(gridDim.x) * blockDim.x) {
     uint64_t r = mix64(seed + uint64_t(i) * 0x9E3779B97F4A7C15ull);
     const int64_t in_chunk = (i * 8) % kSm90ChunkBytes;
-    if (in_chunk >= kSm90ChunkCodeBytes) {  // scale bytes: 0x28 + (0 .. 0x20)
+    if (in_chunk >= kSm90ChunkCodeBytes) {  // scale codes of UE4M3 0x28 + (0 .. 0x20): 0.25 .. 4
       uint64_t s = 0;
-      for (int b = 0; b < 8; ++b) s |= uint64_t(0x28 + ((r >> (8 * b)) & 0xFF) % 0x21) << (8 * b);
+      for (int b = 0; b < 8; ++b)
+        s |= uint64_t(sm90::scale_code(uint8_t(0x28 + ((r >> (8 * b)) & 0xFF) % 0x21))) << (8 * b);
       r = s;
     }
     reinterpret_cast<uint64_t*>(p)[i] = r;

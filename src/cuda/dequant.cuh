@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "cuda/ptx/sync.cuh"
+#include "format/sm90_fragment.hpp"
 #include "nvfp4moe/layout.hpp"
 
 namespace nvfp4moe::cuda {
@@ -13,21 +14,21 @@ namespace nvfp4moe::cuda {
 // S * 2^116 fits BF16 (S <= 448); the epilogue multiplies it back, exactly.
 inline constexpr float kWeightDownscale = 1024.0f;
 
-// bf16x2 [S(g), S(g+8)] for k16 step `step` from the thread's scale word,
-// already multiplied by 2^116 (see kWeightDownscale).
-__device__ __forceinline__ uint32_t dequant_ue4m3x2_bf16(uint32_t scale_word, int step) {
-  constexpr uint32_t kTwoPow118 = 0x7A807A80u;  // bf16x2 {2^118, 2^118}
-  const uint32_t bits = (step % 2 == 0 ? scale_word << 4 : scale_word >> 4) & 0x07F007F0u;  // S * 2^-120
-  return ptx::mul_bf16x2(ptx::mul_bf16x2(bits, kTwoPow118), kTwoPow118);
+// bf16x2 {S * 2^116, S * 2^116} for the scale code in byte `byte` of a
+// thread's scale word (sm90_fragment.hpp): the prmt puts the code in both
+// halves, the multiply-add makes each half's bf16 bits. The multiply-add
+// runs on the FMA pipe, off the integer ALU that the code placement fills.
+__device__ __forceinline__ uint32_t scale_factor_bf16x2(uint32_t scale_word, int byte) {
+  const uint32_t code_x2 = ptx::prmt(scale_word, 0u, 0x4040u | uint32_t(byte) << 8 | uint32_t(byte));
+  return code_x2 * 16u + (sm90::kScaleCodeBias | sm90::kScaleCodeBias << 16);
 }
 
 // One k16 step of a thread's A fragment: 8 E2M1 codes -> 4 bf16x2 registers,
-// each multiplied by its row's scale factor. Exact: e2m1 * S * 2^-10 has at
-// most 6 significant bits and stays in BF16's normal range.
-__device__ __forceinline__ void dequant_e2m1x8_bf16(uint32_t word, uint32_t scales_g_g8, uint32_t (&a)[4]) {
+// rows g (p0, p2) and g + 8 (p1, p3) each multiplied by their scale factor.
+// Exact: e2m1 * S * 2^-10 has at most 6 significant bits and stays in BF16's
+// normal range.
+__device__ __forceinline__ void dequant_e2m1x8_bf16(uint32_t word, uint32_t f_g, uint32_t f_g8, uint32_t (&a)[4]) {
   constexpr uint32_t kMask = 0x81C081C0u;
-  const uint32_t f_g = ptx::prmt(scales_g_g8, scales_g_g8, 0x1010);
-  const uint32_t f_g8 = ptx::prmt(scales_g_g8, scales_g_g8, 0x3232);
   const uint32_t p0 = word & kMask;
   const uint32_t p1 = (word << 3) & kMask;
   const uint32_t p2 = (word << 6) & kMask;
@@ -40,7 +41,7 @@ __device__ __forceinline__ void dequant_e2m1x8_bf16(uint32_t word, uint32_t scal
 
 // Where thread t (0..127, i.e. warp t / 32 of the 64-row chunk's four) finds
 // its k64 fragment inside a 2304-byte chunk: 16 code bytes, then the 8
-// scale bytes of its row pair (g, g + 8). Shared memory or global memory.
+// scale codes of its row pair (g, g + 8). Shared memory or global memory.
 struct FragmentRef {
   const uint8_t* codes;
   const uint8_t* scales;
@@ -56,7 +57,8 @@ __device__ __forceinline__ void dequant_fragment(const uint4& codes, const uint2
 #pragma unroll
   for (int step = 0; step < 4; ++step) {
     const uint32_t sw = step < 2 ? scales.x : scales.y;
-    dequant_e2m1x8_bf16(words[step], dequant_ue4m3x2_bf16(sw, step), a[step]);
+    dequant_e2m1x8_bf16(words[step], scale_factor_bf16x2(sw, step % 2), scale_factor_bf16x2(sw, 2 + step % 2),
+                        a[step]);
   }
 }
 

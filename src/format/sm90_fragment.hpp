@@ -17,10 +17,17 @@
 // becomes the bf16 subnormal 2^-127; mul.bf16x2 keeps subnormals). p0, p1,
 // p2 use shifts 0, 3, 6; p3 takes the four bits left over and needs three.
 //
-// Scales: word[warp][g][j] (j = 0, 1) packs UE4M3 bytes
-//   byte0 = S(16w+g, 2j), byte1 = S(16w+g, 2j+1), byte2 = S(16w+g+8, 2j), byte3 = S(16w+g+8, 2j+1)
-// where S(r, s) scales row r over k16 step s. (w << 4) & 0x07F007F0 (even s)
-// or (w >> 4) & 0x07F007F0 (odd s) is then bf16x2 [S(g), S(g+8)] * 2^-120.
+// Scales: word[warp][g][j] (j = 0, 1) packs scale codes
+//   byte0 = C(16w+g, 2j), byte1 = C(16w+g, 2j+1), byte2 = C(16w+g+8, 2j), byte3 = C(16w+g+8, 2j+1)
+// where C(r, s) encodes the UE4M3 scale of row r over k16 step s. C is not
+// the UE4M3 byte: a positive S = 2^E * (1 + m/8) (every UE4M3 value,
+// subnormals included, has E in [-9, 8] and a 3-bit m) is stored
+// normalised, C = (E + 10) << 3 | m, so that C * 16 + kScaleCodeBias is
+// exactly the bf16 bits of S * 2^116: one prmt (the byte into both halves)
+// and one integer multiply-add per factor, where UE4M3 bits needed a shift,
+// a mask and two bf16 multiplies (2^236 does not fit BF16). S = 0 has no
+// such form: its 16 codes are stored as +0 and C = 0, whose factor (2^106)
+// then multiplies zeros.
 #pragma once
 
 #include <cstdint>
@@ -69,6 +76,43 @@ NVFP4MOE_HD uint32_t place_code(uint32_t code, NibbleBits b) {
 
 NVFP4MOE_HD uint32_t extract_code(uint32_t word, NibbleBits b) {
   return ((word >> b.sign) & 1u) << 3 | ((word >> b.e1) & 1u) << 2 | ((word >> b.e0) & 1u) << 1 | ((word >> b.m) & 1u);
+}
+
+// bf16 bits of S * 2^116 = C * 16 + kScaleCodeBias (exponent field E + 243).
+inline constexpr uint32_t kScaleCodeBias = 233u << 7;
+inline constexpr uint8_t kScaleCodeMax = (18 << 3) | 7;  // S = 448
+
+// UE4M3 byte (not NaN, sign ignored: the weights are validated first) ->
+// scale code. 0 for S = 0.
+NVFP4MOE_HD uint8_t scale_code(uint8_t ue4m3) {
+  const uint32_t e = (ue4m3 >> 3) & 0xF, m = ue4m3 & 7;
+  if (e != 0) return static_cast<uint8_t>((e + 3) << 3 | m);  // E = e - 7
+  if (m == 0) return 0;
+  // Subnormal m * 2^-9: normalise the 3-bit m.
+  const int top = m >= 4 ? 2 : m >= 2 ? 1 : 0;  // E = top - 9
+  const uint32_t frac = (m << (3 - top)) & 7;
+  return static_cast<uint8_t>((top + 1) << 3 | frac);
+}
+
+// Inverse of scale_code; false for a byte no UE4M3 value encodes to.
+NVFP4MOE_HD bool ue4m3_from_scale_code(uint8_t code, uint8_t* ue4m3) {
+  const int biased = code >> 3;  // E + 10
+  const uint32_t m = code & 7;
+  if (code == 0) {
+    *ue4m3 = 0;
+    return true;
+  }
+  if (biased < 1 || biased > 18) return false;
+  if (biased >= 4) {  // E >= -6: normal UE4M3
+    *ue4m3 = static_cast<uint8_t>((biased - 3) << 3 | m);
+    return *ue4m3 != 0x7F;
+  }
+  // E in [-9, -7]: the subnormal (8 + m) * 2^(E - 3) must be a multiple of 2^-9.
+  const int shift = 4 - biased;  // 3 - (E + 9)
+  const uint32_t mant = 8 + m;
+  if (mant & ((1u << shift) - 1)) return false;
+  *ue4m3 = static_cast<uint8_t>(mant >> shift);
+  return true;
 }
 
 // Scale byte (row in chunk, k16 step) -> (word index, byte in word).

@@ -1,5 +1,6 @@
 // Host packer for the sm90 weight layout (layout.hpp (c), sm90_fragment.hpp).
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <limits>
 #include <thread>
@@ -55,6 +56,8 @@ int64_t sm90_packed_bytes(int64_t num_experts, int64_t rows, int64_t cols) {
 Status pack_sm90(const ExpertWeightsView& w, uint8_t* out) {
   NVFP4MOE_RETURN_IF_ERROR(check_sm90_shape(w.num_experts, w.rows, w.cols));
   if (!w.codes || !w.scales || !out) return invalid_argument("pack_sm90: null codes, scales or output pointer");
+  // A NaN or negative scale has no scale code (sm90_fragment.hpp).
+  NVFP4MOE_RETURN_IF_ERROR(validate_weights(w, "pack_sm90 weights"));
   const int64_t K = w.cols;
   for_each_chunk(w.num_experts, w.rows, K, [&](int64_t base, int64_t e, int64_t r0, int64_t k0) {
     uint32_t codes[sm90::kChunkCodeWords] = {};
@@ -63,16 +66,20 @@ Status pack_sm90(const ExpertWeightsView& w, uint8_t* out) {
       const int64_t row = e * w.rows + r0 + r;
       const uint8_t* crow = w.codes + row * (K / 2);
       const uint8_t* srow = w.scales + row * (K / kScaleBlock);
-      for (int k = 0; k < kSm90ChunkK; ++k) {
-        const int64_t kg = k0 + k;
-        const uint32_t code = (crow[kg / 2] >> (4 * (kg % 2))) & 0xF;
-        const sm90::FragmentSlot s = sm90::fragment_slot(r, k);
-        codes[s.thread * 4 + s.step] |= sm90::place_code(code, sm90::nibble_bits(s.pair, s.half));
-      }
+      uint8_t scale_codes[kSm90ChunkK / kScaleBlock];
       for (int step = 0; step < kSm90ChunkK / kScaleBlock; ++step) {
+        scale_codes[step] = sm90::scale_code(srow[k0 / kScaleBlock + step] & 0x7F);  // 0x80 is -0
         int word, byte;
         sm90::scale_slot(r, step, &word, &byte);
-        scales[word] |= uint32_t(srow[k0 / kScaleBlock + step]) << (8 * byte);
+        scales[word] |= uint32_t(scale_codes[step]) << (8 * byte);
+      }
+      for (int k = 0; k < kSm90ChunkK; ++k) {
+        const int64_t kg = k0 + k;
+        // Every value of a zero-scale block is zero; its codes are stored
+        // as +0 because scale code 0 still decodes to a non-zero factor.
+        const uint32_t code = scale_codes[k / kScaleBlock] == 0 ? 0 : (crow[kg / 2] >> (4 * (kg % 2))) & 0xF;
+        const sm90::FragmentSlot s = sm90::fragment_slot(r, k);
+        codes[s.thread * 4 + s.step] |= sm90::place_code(code, sm90::nibble_bits(s.pair, s.half));
       }
     }
     std::memcpy(out + base, codes, sizeof(codes));
@@ -86,6 +93,7 @@ Status unpack_sm90(const uint8_t* packed, int64_t num_experts, int64_t rows, int
   NVFP4MOE_RETURN_IF_ERROR(check_sm90_shape(num_experts, rows, cols));
   if (!packed || !codes_out || !scales_out) return invalid_argument("unpack_sm90: null pointer");
   const int64_t K = cols;
+  std::atomic<int64_t> bad_chunk{-1};
   for_each_chunk(num_experts, rows, K, [&](int64_t base, int64_t e, int64_t r0, int64_t k0) {
     uint32_t codes[sm90::kChunkCodeWords];
     uint32_t scales[sm90::kChunkScaleWords];
@@ -105,10 +113,19 @@ Status unpack_sm90(const uint8_t* packed, int64_t num_experts, int64_t rows, int
       for (int step = 0; step < kSm90ChunkK / kScaleBlock; ++step) {
         int word, byte;
         sm90::scale_slot(r, step, &word, &byte);
-        srow[k0 / kScaleBlock + step] = static_cast<uint8_t>(scales[word] >> (8 * byte));
+        uint8_t ue4m3 = 0;
+        if (!sm90::ue4m3_from_scale_code(static_cast<uint8_t>(scales[word] >> (8 * byte)), &ue4m3)) {
+          int64_t none = -1;
+          bad_chunk.compare_exchange_strong(none, base / kSm90ChunkBytes);
+        }
+        srow[k0 / kScaleBlock + step] = ue4m3;
       }
     }
   });
+  if (bad_chunk >= 0)
+    return make_status(StatusCode::kFormatError, "unpack_sm90: chunk ", bad_chunk.load(),
+                       " holds a byte that is not an sm90 scale code (not written by pack_sm90); the output is "
+                       "incomplete");
   return ok_status();
 }
 

@@ -22,20 +22,71 @@ float bf16_bits_to_float(uint32_t bits16) {
   return out;
 }
 
-TEST(Sm90Layout, RoundTripIsLossless) {
+// pack_sm90 keeps every value: unpack returns the same codes and scales,
+// except that a zero-scale block's codes come back as +0 and a -0 scale as
+// 0x00 (the values are the same).
+TEST(Sm90Layout, RoundTripKeepsEveryValue) {
   std::mt19937_64 rng(testing::test_seed());
   const int64_t E = 3, N = 128, K = 192;
   std::vector<uint8_t> codes(E * N * K / 2), scales(E * N * K / 16);
   for (auto& c : codes) c = uint8_t(rng());
-  for (auto& s : scales) s = uint8_t(rng() % 0x7F);
+  for (auto& s : scales) {
+    const uint64_t r = rng();
+    s = r % 16 == 0 ? 0x00 : r % 16 == 1 ? 0x80 : uint8_t((r >> 8) % 0x7F);
+  }
   ExpertWeightsView w{E, N, K, codes.data(), scales.data(), nullptr};
   std::vector<uint8_t> packed(size_t(sm90_packed_bytes(E, N, K)));
   ASSERT_EQ(packed.size(), size_t(E * (N / 64) * (K / 64) * kSm90ChunkBytes));
   ASSERT_TRUE(pack_sm90(w, packed.data()).ok());
   std::vector<uint8_t> codes2(codes.size(), 0xAA), scales2(scales.size(), 0xAA);
   ASSERT_TRUE(unpack_sm90(packed.data(), E, N, K, codes2.data(), scales2.data()).ok());
-  EXPECT_EQ(codes, codes2);
-  EXPECT_EQ(scales, scales2);
+  int64_t zero_blocks = 0;
+  for (size_t b = 0; b < scales.size(); ++b) {
+    const bool zero = (scales[b] & 0x7F) == 0;
+    zero_blocks += zero;
+    ASSERT_EQ(scales2[b], zero ? 0 : scales[b]) << "scale " << b;
+    for (size_t i = b * 8; i < b * 8 + 8; ++i) ASSERT_EQ(codes2[i], zero ? 0 : codes[i]) << "code byte " << i;
+  }
+  EXPECT_GT(zero_blocks, 0) << "the draw must cover zero-scale blocks";
+}
+
+TEST(Sm90Layout, ScaleCodesMapEveryUe4m3ValueOneToOne) {
+  std::set<int> codes_seen;
+  for (int b = 0; b < 0x7F; ++b) {
+    const uint8_t code = sm90::scale_code(uint8_t(b));
+    ASSERT_LE(code, sm90::kScaleCodeMax) << b;
+    ASSERT_TRUE(codes_seen.insert(code).second) << "two scales share code " << int(code);
+    uint8_t back = 0xAA;
+    ASSERT_TRUE(sm90::ue4m3_from_scale_code(code, &back)) << b;
+    EXPECT_EQ(back, b);
+  }
+  int valid = 0;
+  for (int c = 0; c < 256; ++c) {
+    uint8_t u;
+    valid += sm90::ue4m3_from_scale_code(uint8_t(c), &u);
+  }
+  EXPECT_EQ(valid, 0x7F) << "only the 127 codes of non-NaN scales decode";
+}
+
+TEST(Sm90Layout, BadScalesAndCodesAreRefused) {
+  const int64_t E = 1, N = 64, K = 64;
+  std::vector<uint8_t> codes(N * K / 2, 0x11), scales(N * K / 16, 0x38);
+  std::vector<uint8_t> packed(size_t(sm90_packed_bytes(E, N, K)));
+  ExpertWeightsView w{E, N, K, codes.data(), scales.data(), nullptr};
+  scales[5] = 0x7F;  // NaN
+  EXPECT_EQ(pack_sm90(w, packed.data()).code(), StatusCode::kFormatError);
+  scales[5] = 0xB8;  // negative
+  EXPECT_EQ(pack_sm90(w, packed.data()).code(), StatusCode::kFormatError);
+  scales[5] = 0x38;
+  ASSERT_TRUE(pack_sm90(w, packed.data()).ok());
+  std::vector<uint8_t> codes2(codes.size()), scales2(scales.size());
+  // 0x09 would be 2^-9 * 1.125, not a UE4M3 value; 0xFF is past the range.
+  for (uint8_t bad : {uint8_t(0x09), uint8_t(0xFF)}) {
+    std::vector<uint8_t> hostile = packed;
+    hostile[kSm90ChunkCodeBytes + 17] = bad;
+    EXPECT_EQ(unpack_sm90(hostile.data(), E, N, K, codes2.data(), scales2.data()).code(), StatusCode::kFormatError)
+        << int(bad);
+  }
 }
 
 TEST(Sm90Layout, FragmentSlotsAreABijection) {
@@ -92,15 +143,22 @@ TEST(Sm90Layout, RegisterDecodeEmulationIsExact) {
         EXPECT_EQ(std::signbit(got), std::signbit(want));
         EXPECT_EQ((pair >> (16 * (1 - h))) & 0xFFFF, 0u) << "bits leak into the other half";
       }
-  // Scales: (word << 4) & 0x07F007F0 puts byte0 / byte2 (and >> 4 bytes 1 / 3)
-  // in bf16 halves worth S * 2^-120, for every non-NaN UE4M3 byte.
+  // Scales: the device's prmt puts the code of byte j in both halves, then
+  // code * 16 + kScaleCodeBias is bf16 S * 2^116 in each, for every
+  // non-NaN UE4M3 byte in every byte position.
   for (uint32_t b = 0; b < 0x7F; ++b) {
-    const float want = ue4m3_to_float(uint8_t(b));
-    const uint32_t even = ((b | (b << 16)) << 4) & 0x07F007F0u;
-    const uint32_t odd = (((b << 8) | (b << 24)) >> 4) & 0x07F007F0u;
-    for (uint32_t v : {even, odd}) {
-      EXPECT_EQ(bf16_bits_to_float(v & 0xFFFF) * std::ldexp(1.0f, 120), want) << b;
-      EXPECT_EQ(bf16_bits_to_float(v >> 16) * std::ldexp(1.0f, 120), want) << b;
+    const float want = ue4m3_to_float(uint8_t(b)) * std::ldexp(1.0f, 116);
+    const uint32_t code = sm90::scale_code(uint8_t(b));
+    for (int j = 0; j < 4; ++j) {
+      const uint32_t word = code << (8 * j) | 0x5Au << (8 * ((j + 1) % 4));  // a neighbour byte must not leak
+      const uint32_t code_x2 = ((word >> (8 * j)) & 0xFF) * 0x00010001u;  // prmt(word, 0, 0x4j4j)
+      const uint32_t v = code_x2 * 16u + (sm90::kScaleCodeBias | sm90::kScaleCodeBias << 16);
+      if (b == 0) {
+        EXPECT_TRUE(std::isfinite(bf16_bits_to_float(v & 0xFFFF))) << "zero blocks multiply +0 codes";
+        continue;
+      }
+      EXPECT_EQ(bf16_bits_to_float(v & 0xFFFF), want) << b << " byte " << j;
+      EXPECT_EQ(bf16_bits_to_float(v >> 16), want) << b << " byte " << j;
     }
   }
 }
