@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# Experiment only (not part of the library): the same bench cases from two
-# builds in one call, alternating, so that the comparison shares a GPU and
-# its clocks. The baseline tree is a `git archive` of an older commit,
-# unpacked at .base/ beside this tree.
+# Experiment only (not part of the library): the same bench cases from
+# several builds in one call, alternating, so that the comparison shares a
+# GPU and its clocks. Each older tree is a `git archive` of a commit,
+# unpacked beside this tree: .base/ (tag "base") and, if present, .mid/
+# (tag "mid"); this tree is "new".
 #   bench/results/ncu/2026-11-30-ab.sh OUTDIR "bench args;bench args..."
+# bench/results/ncu/ab2json.py turns OUTDIR/ab.txt into a results file.
 set -u
 out=$1; cases=$2; mkdir -p $out
 rm -rf /tmp/nvfp4moe-deps && mkdir -p /tmp/nvfp4moe-deps
@@ -12,11 +14,14 @@ build() {
   cmake -S $1 -B $2 -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH=/tmp/nvfp4moe-deps/usr \
     -DNVFP4MOE_BENCH=OFF > /tmp/cfg.log 2>&1 && cmake --build $2 --target nvfp4moe -j 16 > /tmp/b.log 2>&1 || tail -5 /tmp/b.log
 }
-build . build-new
+tags="base"
 build .base build-base
+if [ -d .mid ]; then build .mid build-mid; tags="$tags mid"; fi
+build . build-new
+tags="$tags new"
 IFS=';' read -r -a list <<< "$cases"
 for rep in 1 2; do
-  for b in base new; do
+  for b in $tags; do
     for c in "${list[@]}"; do
       # shellcheck disable=SC2086
       timeout 120 build-$b/nvfp4moe bench --device cuda $c 2>/dev/null | grep -E "^\| [a-z]" | grep -v "^| preset" |
