@@ -4,7 +4,7 @@
 # GPU and its clocks. Each older tree is a `git archive` of a commit,
 # unpacked beside this tree: .base/ (tag "base") and, if present, .mid/
 # (tag "mid"); this tree is "new".
-#   bench/results/ncu/2026-11-30-ab.sh OUTDIR "bench args;bench args..."
+#   [AB_REPS=2] bench/results/ncu/2026-11-30-ab.sh OUTDIR "bench args;bench args..."
 # bench/results/ncu/ab2json.py turns OUTDIR/ab.txt into a results file.
 set -u
 out=$1; cases=$2; mkdir -p $out
@@ -20,7 +20,7 @@ if [ -d .mid ]; then build .mid build-mid; tags="$tags mid"; fi
 build . build-new
 tags="$tags new"
 IFS=';' read -r -a list <<< "$cases"
-for rep in 1 2; do
+for rep in $(seq ${AB_REPS:-2}); do
   for b in $tags; do
     for c in "${list[@]}"; do
       # shellcheck disable=SC2086
