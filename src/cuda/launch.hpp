@@ -61,21 +61,6 @@ inline constexpr size_t kStreamTwoCtaBytes = 96 * 1024;
 inline constexpr size_t kStreamOneCtaBytes = 212 * 1024;
 size_t weight_streamer_staged_bytes(int64_t num_tokens, int64_t k);
 int weight_streamer_stages(size_t staged_bytes, int64_t grid_ctas, int num_sms);
-// A grid of (row block, pair) CTAs that leaves SMs idle splits K over a
-// cluster of 2 or 4 CTAs: each streams and dequantizes its share of K, and
-// CTA 0 of the cluster adds the others' partial tiles in rank order through
-// distributed shared memory (no workspace, no atomics: the order is fixed,
-// so every run gives the same bits; the split count depends on N, K, T * k
-// and the SM count, so outputs of different T may differ in rounding, as they
-// already did against the plan path). The largest power of two up to
-// kStreamMaxKSplits such that the grid stays within kStreamCtasPerSm CTAs per
-// SM and each split keeps kStreamMinSplitBlocks K blocks. Worked example,
-// 132 SMs: qwen3 gate_up T = 1 (12 row blocks of 128 x 8 pairs = 96 CTAs, 32
-// K blocks) -> 4 splits (384 CTAs); deepseek gate_up T = 1 (256 CTAs) -> 1.
-inline constexpr int kStreamMaxKSplits = 4;
-inline constexpr int kStreamCtasPerSm = 3;
-inline constexpr int kStreamMinSplitBlocks = 2;
-int weight_streamer_k_splits(int64_t grid_ctas, int64_t k_blocks, int num_sms);
 inline bool use_weight_streamer(int64_t num_tokens, int64_t k) {
   return num_tokens >= 1 && num_tokens <= kStreamMaxTokens &&
          weight_streamer_staged_bytes(num_tokens, k) <= kStreamMaxStagedBytes;

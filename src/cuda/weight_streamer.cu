@@ -3,9 +3,7 @@
 // At decode sizes the op is a read of the hit experts' weights; a routing
 // plan (one more launch, ~7 us) and wgmma tiles sized for many tokens only
 // add latency. Here the kernel plans for itself:
-//   grid  = (64-row blocks of N / kChunks) x K splits, x (T*k pairs); the
-//           K splits of a row block are one cluster (launch.hpp: only grids
-//           that leave SMs idle split);
+//   grid  = (64-row blocks of N / kChunks) x (T*k pairs);
 //   a CTA reads all ids (<= 8 * 32), validates them exactly like the plan
 //   kernel, and works only if its pair is the first one routed to its expert,
 //   so every hit expert's weights are read once; it gathers that expert's
@@ -22,15 +20,12 @@
 // stage). The expert's activation rows are staged once in shared memory as
 // BF16 B fragments (one LDS.64 per k16 step, zeros past its rows).
 // The K partial sums meet in shared memory and are added in warp order,
-// then (split K) CTA 0 of the cluster adds the other CTAs' sums in rank
-// order through distributed shared memory; the shared epilogue (alpha,
-// SwiGLU on gate/up chunk pairs, router weight, F32/BF16 store) writes the
-// rows.
+// then the shared epilogue (alpha, SwiGLU on gate/up chunk pairs, router
+// weight, F32/BF16 store) writes the rows.
 // Summation order differs from the wgmma path (a different K split), so
 // outputs agree with it to fp32 rounding, not bit for bit; for a given
-// input they are the same on every run. The split count follows the grid
-// (N, T * k, SM count), so the same token's row may round differently at
-// another T; it never depends on the other tokens' values.
+// input they are the same on every run, and they do not depend on T or on
+// the other tokens (each output row's order is fixed).
 #include <algorithm>
 #include <cstdint>
 
@@ -41,7 +36,6 @@
 #include "cuda/pipeline_state.cuh"
 #include "cuda/plan_kernels.cuh"
 #include "cuda/ptx/async_copy.cuh"
-#include "cuda/ptx/cluster.cuh"
 #include "cuda/ptx/mbarrier.cuh"
 #include "cuda/ptx/mma.cuh"
 #include "cuda/ptx/sync.cuh"
@@ -94,31 +88,30 @@ __host__ __device__ __forceinline__ int32_t staged_columns(int32_t num_tokens) {
   return r;
 }
 
-// x rows of the expert, K range [k_begin, k_begin + k_len) -> shared memory
-// (by the consumer threads), BF16, in mma B-fragment order:
-// u32 index ((s * cols + n) * 4 + q) * 2 + hi holds k = k_begin + 16 s +
-// 2 q + 8 hi (+1) of column n, so lane (g, q) reads its b0, b1 of step s as
-// one 8-byte word. Columns past num_rows are zeros.
+// x rows of the expert -> shared memory (by the consumer threads), BF16, in mma B-fragment order:
+// u32 index ((s * cols + n) * 4 + q) * 2 + hi holds k = 16 s + 2 q + 8 hi
+// (+1) of column n, so lane (g, q) reads its b0, b1 of step s as one
+// 8-byte word. Columns past num_rows are zeros.
 __device__ __forceinline__ void stage_b_fragments(const GemmParams& p, const int32_t* pair_of, int32_t num_rows,
-                                                  int32_t cols, int32_t k_begin, int32_t k_len, uint32_t* xs) {
+                                                  int32_t cols, uint32_t* xs) {
   // kBatch loads in flight per thread before their stores: a loop that
   // stored each word right after its load waited one L2 latency per word.
   // Column by column, so no index is divided by K (ncu at 3d8f74f: the
   // division of a flat index was the staging loop's hottest code).
   constexpr int kBatch = 8;
-  const int32_t half_k = k_len / 2;
+  const int32_t half_k = p.k / 2;
   for (int32_t n = 0; n < cols; ++n) {
     const bool real = n < num_rows;
     const int64_t row = real ? pair_row(p.x_map, pair_of[n], p.top_k) : 0;
-    const uint16_t* xb = p.x ? p.x + row * p.x_stride + k_begin : nullptr;
-    const float* xf = p.x_f32 ? p.x_f32 + row * p.x_stride + k_begin : nullptr;
+    const uint16_t* xb = p.x ? p.x + row * p.x_stride : nullptr;
+    const float* xf = p.x_f32 ? p.x_f32 + row * p.x_stride : nullptr;
     for (int32_t base = threadIdx.x; base < half_k; base += kBatch * kThreads) {
       uint32_t v[kBatch];
 #pragma unroll
       for (int u = 0; u < kBatch; ++u) {
         const int32_t k = 2 * (base + u * kThreads);
         v[u] = 0;
-        if (real && k < k_len) {
+        if (real && k < p.k) {
           if (xf) {
             const float2 f = *reinterpret_cast<const float2*>(xf + k);
             v[u] = ptx::pack_bf16x2_rn(f.x, f.y);
@@ -130,18 +123,16 @@ __device__ __forceinline__ void stage_b_fragments(const GemmParams& p, const int
 #pragma unroll
       for (int u = 0; u < kBatch; ++u) {
         const int32_t k = 2 * (base + u * kThreads), step = k / 16, kk = k % 16;
-        if (k < k_len) xs[((step * cols + n) * 4 + (kk % 8) / 2) * 2 + kk / 8] = v[u];
+        if (k < p.k) xs[((step * cols + n) * 4 + (kk % 8) / 2) * 2 + kk / 8] = v[u];
       }
     }
   }
 }
 
-// Producer: the CTA's weight slab (kChunks chunk rows of k_blocks K blocks
-// from w0, chunk rows chunk_stride K blocks apart), stage after stage, into
-// the ring.
+// Producer: the CTA's weight slab, stage after stage, into the ring.
 template <int kChunks>
 __device__ void stream_weights(StreamShared<kChunks>& s, uint8_t* ring, int num_stages,
-                               const uint8_t* w0, int32_t chunk_stride, int32_t k_blocks) {
+                               const uint8_t* w0, int32_t k_blocks) {
   using C = StreamConfig<kChunks>;
   const int32_t iters = (k_blocks + C::kStageBlocks - 1) / C::kStageBlocks;
   PipelineState ps;
@@ -155,7 +146,7 @@ __device__ void stream_weights(StreamShared<kChunks>& s, uint8_t* ring, int num_
 #pragma unroll
     for (int c = 0; c < kChunks; ++c)
       ptx::bulk_copy_g2s(dst + c * C::kStageBlocks * kSm90ChunkBytes,
-                         w0 + (int64_t(c) * chunk_stride + kb0) * kSm90ChunkBytes, bytes, &s.full[slot]);
+                         w0 + (int64_t(c) * k_blocks + kb0) * kSm90ChunkBytes, bytes, &s.full[slot]);
   }
 }
 
@@ -215,19 +206,12 @@ __global__ void __launch_bounds__(kAllThreads, 3) weight_stream_kernel(const __g
   const int32_t expert = s.ids[me];
   if (__syncthreads_or(tid < me && id == expert)) return;
 
-  // Rows [kRows * row_block, +kRows) of the pair's expert, K blocks
-  // [kb_begin, +k_blocks): split `split` of the cluster's K (a launch
-  // without a cluster is a cluster of one CTA).
-  const int32_t splits = int32_t(ptx::cluster_num_ctas()), split = int32_t(ptx::cluster_cta_rank());
-  const int32_t row_block = int32_t(blockIdx.x) / splits;
-  const int32_t all_k_blocks = p.k / 64, n_blocks = p.n / 64;
-  const int32_t kb_begin = split * all_k_blocks / splits;
-  const int32_t k_blocks = (split + 1) * all_k_blocks / splits - kb_begin;
+  // Rows [64 * kChunks * blockIdx.x, +kRows) x K of the pair's expert.
+  const int32_t k_blocks = p.k / 64, n_blocks = p.n / 64;
   const uint8_t* w0 =
-      p.w_packed + ((int64_t(expert) * n_blocks + int64_t(row_block) * kChunks) * all_k_blocks + kb_begin) *
-                       kSm90ChunkBytes;
+      p.w_packed + (int64_t(expert) * n_blocks + int64_t(blockIdx.x) * kChunks) * k_blocks * kSm90ChunkBytes;
   if (producer) {
-    if (lane == 0) stream_weights<kChunks>(s, ring, num_stages, w0, all_k_blocks, k_blocks);
+    if (lane == 0) stream_weights<kChunks>(s, ring, num_stages, w0, k_blocks);
     return;  // the CTA, and with it the ring, lives until the consumers finish
   }
 
@@ -248,7 +232,7 @@ __global__ void __launch_bounds__(kAllThreads, 3) weight_stream_kernel(const __g
     const int32_t pr = s.pair_of[tid];
     s.rows[tid] = {pair_row(p.y_map, pr, p.top_k), p.route_w ? p.route_w[pr] : 1.0f};
   }
-  stage_b_fragments(p, s.pair_of, num_rows, kCols, kb_begin * 64, k_blocks * 64, x_staged);
+  stage_b_fragments(p, s.pair_of, num_rows, kCols, x_staged);
   ptx::named_barrier_sync(kConsumerBarrier, kThreads);
 
   // 4. Consume the ring: warp (wn, wk) dequantizes K blocks wk, wk + kWarpsK
@@ -294,73 +278,36 @@ __global__ void __launch_bounds__(kAllThreads, 3) weight_stream_kernel(const __g
     }
   }
 
-  // 5. K partials -> tile: warps in order, then the cluster's splits in
-  //    rank order (CTA 0 reads the others' tiles through distributed shared
-  //    memory), then alpha; CTA 0 runs the epilogue.
+  // 5. K partials -> tile (warp order, then alpha), then the epilogue.
   const int row = chunk * 64 + (wn % 4) * 16 + g;
   s.partial[wk][2 * q][row] = acc[0][0] + acc[1][0];
   s.partial[wk][2 * q + 1][row] = acc[0][1] + acc[1][1];
   s.partial[wk][2 * q][row + 8] = acc[0][2] + acc[1][2];
   s.partial[wk][2 * q + 1][row + 8] = acc[0][3] + acc[1][3];
   ptx::named_barrier_sync(kConsumerBarrier, kThreads);
-  const auto alpha_of = [&](int r) {
-    const float* alpha = (p.epilogue == EpilogueKind::kSwiGLU && r >= 64) ? p.alpha_up : p.alpha;
-    return (alpha ? alpha[expert] : 1.0f) * kWeightDownscale;
-  };
   for (int i = tid; i < num_rows * C::kRows; i += kThreads) {
     const int tok = i / C::kRows, r = i % C::kRows;
     float v = 0.0f;
 #pragma unroll
     for (int w = 0; w < kWarpsK; ++w) v += s.partial[w][tok][r];
-    s.tile[tok * C::kTileStride + r] = splits == 1 ? v * alpha_of(r) : v;
-  }
-  if (splits > 1) {
-    ptx::cluster_sync();  // every split's tile is written (the producer warps have exited)
-    if (split == 0) {
-      for (int i = tid; i < num_rows * C::kRows; i += kThreads) {
-        const int tok = i / C::kRows, r = i % C::kRows;
-        float* t = &s.tile[tok * C::kTileStride + r];
-        float v = *t;
-        for (int rank = 1; rank < splits; ++rank) v += ptx::ld_shared_cluster_f32(t, uint32_t(rank));
-        *t = v * alpha_of(r);
-      }
-    }
-    ptx::cluster_sync();  // CTA 0 has read every tile: the others may exit
-    if (split != 0) return;
+    const float* alpha = (p.epilogue == EpilogueKind::kSwiGLU && r >= 64) ? p.alpha_up : p.alpha;
+    s.tile[tok * C::kTileStride + r] = v * ((alpha ? alpha[expert] : 1.0f) * kWeightDownscale);
   }
   ptx::named_barrier_sync(kConsumerBarrier, kThreads);
-  const WorkTile w{expert, 0, num_rows, 0, row_block, 0, 0, all_k_blocks};
+  const WorkTile w{expert, 0, num_rows, 0, int32_t(blockIdx.x), 0, 0, k_blocks};
   epilogue_store<kChunks>(p, w, s.tile, C::kTileStride, s.rows, tid, kThreads);
 }
 
 template <int kChunks, int kCols>
 Status launch_stream(const GemmParams& p, int num_sms, cudaStream_t stream) {
-  const int32_t pairs = p.num_tokens * p.top_k, row_blocks = p.n / (64 * kChunks), k_blocks = p.k / 64;
-  const int splits = weight_streamer_k_splits(int64_t(row_blocks) * pairs, k_blocks, num_sms);
-  const dim3 grid(uint32_t(row_blocks * splits), uint32_t(pairs));
-  // The longest split's activation rows (splits take floor or ceil of k_blocks / splits).
-  const size_t staged = weight_streamer_staged_bytes(p.num_tokens, int64_t((k_blocks + splits - 1) / splits) * 64);
+  const int32_t pairs = p.num_tokens * p.top_k;
+  const dim3 grid(uint32_t(p.n / (64 * kChunks)), uint32_t(pairs));
+  const size_t staged = weight_streamer_staged_bytes(p.num_tokens, p.k);
   const int stages = weight_streamer_stages(staged, int64_t(grid.x) * grid.y, num_sms);
   const size_t smem = size_t(stages) * kStreamStageBytes + staged;
   auto kernel = weight_stream_kernel<kChunks, kCols>;
   NVFP4MOE_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-  if (splits == 1) {
-    kernel<<<grid, kAllThreads, smem, stream>>>(p, stages);
-  } else {
-    cudaLaunchConfig_t config = {};
-    config.gridDim = grid;
-    config.blockDim = dim3(kAllThreads);
-    config.dynamicSmemBytes = smem;
-    config.stream = stream;
-    cudaLaunchAttribute cluster;
-    cluster.id = cudaLaunchAttributeClusterDimension;
-    cluster.val.clusterDim.x = uint32_t(splits);
-    cluster.val.clusterDim.y = 1;
-    cluster.val.clusterDim.z = 1;
-    config.attrs = &cluster;
-    config.numAttrs = 1;
-    NVFP4MOE_CUDA_TRY(cudaLaunchKernelEx(&config, kernel, p, stages));
-  }
+  kernel<<<grid, kAllThreads, smem, stream>>>(p, stages);
   NVFP4MOE_CUDA_CHECK_LAUNCH("weight_stream_kernel");
   return ok_status();
 }
@@ -385,14 +332,6 @@ Status launch_stream_for_columns(const GemmParams& p, int num_sms, cudaStream_t 
 
 size_t weight_streamer_staged_bytes(int64_t num_tokens, int64_t k) {
   return size_t(staged_columns(int32_t(std::min<int64_t>(num_tokens, kStreamKernelMaxTokens)))) * size_t(k) * 2;
-}
-
-int weight_streamer_k_splits(int64_t grid_ctas, int64_t k_blocks, int num_sms) {
-  int splits = 1;
-  while (splits < kStreamMaxKSplits && grid_ctas * splits * 2 <= kStreamCtasPerSm * int64_t(num_sms) &&
-         k_blocks >= kStreamMinSplitBlocks * splits * 2)
-    splits *= 2;
-  return splits;
 }
 
 int weight_streamer_stages(size_t staged_bytes, int64_t grid_ctas, int num_sms) {

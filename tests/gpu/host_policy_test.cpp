@@ -14,22 +14,6 @@ TEST(CudaHostPolicy, KSplitsFollowTheWorkedExample) {
   EXPECT_EQ(1, cuda::choose_k_splits(1, 8, 128, 1536, 2048, cuda::kBlockTWide, 132));  // wide tiles never split
 }
 
-TEST(CudaHostPolicy, WeightStreamerKSplitsFollowTheWorkedExample) {
-  EXPECT_EQ(4, cuda::weight_streamer_k_splits(12 * 8, 32, 132));  // qwen3 gate_up T = 1
-  EXPECT_EQ(1, cuda::weight_streamer_k_splits(256, 112, 132));     // deepseek gate_up T = 1
-  EXPECT_EQ(2, cuda::weight_streamer_k_splits(45 * 4, 45, 132));   // gpt-oss-20b down T = 1
-  EXPECT_EQ(1, cuda::weight_streamer_k_splits(4, 3, 132));         // too little K to split
-  for (int64_t grid : {1, 7, 96, 133, 198, 400, 5000})
-    for (int64_t kb : {1, 2, 4, 5, 32, 224}) {
-      const int s = cuda::weight_streamer_k_splits(grid, kb, 132);
-      EXPECT_TRUE(s == 1 || s == 2 || s == 4) << grid << " " << kb;
-      if (s > 1) {
-        EXPECT_LE(grid * s, cuda::kStreamCtasPerSm * 132) << grid;
-        EXPECT_GE(kb / s, cuda::kStreamMinSplitBlocks) << kb;
-      }
-    }
-}
-
 TEST(CudaHostPolicy, WeightStreamerRingFitsItsBudget) {
   const size_t stage = cuda::kStreamStageBytes;
   // A grid of more than two CTAs per SM gets the three-per-SM ring.
