@@ -184,7 +184,11 @@ __device__ __forceinline__ void mma_tile(const GemmParams& p, SharedStorage<kBlo
 #pragma unroll
     for (int i = 0; i < kAcc; ++i) acc[b][i] = 0.0f;
   int prev_stage = -1;
+  // Lane 0 releases a stage for its warp; __syncwarp first orders the other
+  // lanes' fragment loads before that release (without it, racecheck at
+  // 3c24a3b reported them racing the next bulk copy into the stage).
   auto release_previous = [&]() {
+    __syncwarp();
     if (prev_stage >= 0 && lane == 0) ptx::mbarrier_arrive(&s.empty[prev_stage]);
     prev_stage = ps.stage;
     ps.advance<kStages>();
@@ -243,6 +247,7 @@ __device__ __forceinline__ void mma_tile(const GemmParams& p, SharedStorage<kBlo
       release_previous();
     }
   }
+  __syncwarp();
   if (lane == 0) ptx::mbarrier_arrive(&s.empty[prev_stage]);
 
   constexpr int kStride = SharedStorage<kBlockT>::kTileStride;
