@@ -2,6 +2,8 @@
 // needed. Each worked example in the comments is checked here.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+
 #include "cuda/launch.hpp"
 
 namespace nvfp4moe::testing {
@@ -12,6 +14,22 @@ TEST(CudaHostPolicy, KSplitsFollowTheWorkedExample) {
   EXPECT_EQ(3, cuda::choose_k_splits(1, 8, 128, 1536, 2048, cuda::kBlockTNarrow, 132));
   EXPECT_EQ(1, cuda::choose_k_splits(16, 8, 128, 1536, 2048, cuda::kBlockTNarrow, 132));
   EXPECT_EQ(1, cuda::choose_k_splits(1, 8, 128, 1536, 2048, cuda::kBlockTWide, 132));  // wide tiles never split
+}
+
+// NVFP4MOE_K_SPLITS (experiments) gets the same rule as the policy: no split
+// with an empty K range, e.g. 4 forced splits of 9 K blocks become 3 of 3.
+TEST(CudaHostPolicy, ForcedKSplitsLeaveNoEmptySplit) {
+  ASSERT_EQ(0, setenv("NVFP4MOE_K_SPLITS", "4", 1));
+  EXPECT_EQ(3, cuda::choose_k_splits(1, 8, 128, 1536, 9 * 64, cuda::kBlockTNarrow, 132));
+  EXPECT_EQ(4, cuda::choose_k_splits(1, 8, 128, 1536, 2048, cuda::kBlockTNarrow, 132));
+  ASSERT_EQ(0, setenv("NVFP4MOE_K_SPLITS", "100", 1));
+  EXPECT_EQ(9, cuda::choose_k_splits(1, 8, 128, 1536, 9 * 64, cuda::kBlockTNarrow, 132));
+  ASSERT_EQ(0, unsetenv("NVFP4MOE_K_SPLITS"));
+  for (int64_t kb = 1; kb <= 64; ++kb) {
+    const int32_t s = cuda::choose_k_splits(1, 1, 1, 64, kb * 64, cuda::kBlockTNarrow, 132);
+    const int64_t per = (kb + s - 1) / s;
+    EXPECT_LT(int64_t(s - 1) * per, kb) << "empty last split, K blocks " << kb;
+  }
 }
 
 TEST(CudaHostPolicy, WeightStreamerRingFitsItsBudget) {
