@@ -36,11 +36,16 @@ int32_t choose_k_splits(int64_t num_tokens, int64_t top_k, int64_t num_experts, 
 // NOTES: H200 (bench/results/2026-11-30-h200-7d269f0-streamer.json): it wins
 // over plan + wgmma at T = 1, 2 on every preset (no plan launch); from T = 4
 // the plan path streams more bytes per second (deepseek layer T = 4: 424 us
-// against 401 us even unfused), so the cut is at 2. The kernel itself is
+// against 401 us even unfused), so the cut was at 2. The kernel itself is
 // written for up to 8. Again at 3d8f74f (streamer v3; A/B
 // bench/results/2026-11-30-h200-ab-3d8f74f-stream-max-tokens-8.json): mixed
-// at T = 3, 4 (0.86-1.46x), the plan path 1.0-2.2x faster at T = 8.
-inline constexpr int32_t kStreamMaxTokens = 2;
+// at T = 3, 4 (0.86-1.46x), the plan path 1.0-2.2x faster at T = 8. After the
+// streamer's loop and dequant got 1.06-1.21x faster (38acef0, 00bf211), the
+// A/B at 6f2810d (bench/results/2026-11-30-h200-ab-6f2810d-stream-max-tokens-4.json):
+// the streamer at T = 3, 4 is 1.28x faster (geomean; 0.95-1.72x over the 5
+// presets' gate_up, down and layer), so the cut is at 4. T = 5-8 not measured
+// since.
+inline constexpr int32_t kStreamMaxTokens = 4;
 inline constexpr int32_t kStreamKernelMaxTokens = 8;
 // Its activation rows live in shared memory (bit_ceil(T) x K BF16), within
 // this budget: mixtral's down (K = 14336) fits up to T = 4, and larger calls

@@ -104,7 +104,7 @@ TEST_F(GpuMoeLayer, DecodeTwoTokensOaiMerged) { check({32, 512, 320, 2, 4, true,
 TEST_F(GpuMoeLayer, DecodeEightTokensOaiMerged) { check({32, 512, 320, 8, 4, true, Activation::kSwiGLUOai}); }
 
 // Bad ids: the op reports them through check_device_status and leaves out
-// untouched, on the weight-streamer path (T <= 2) and the plan path.
+// untouched, on the weight-streamer path (T <= 4) and the plan path.
 TEST_F(GpuMoeLayer, BadIdsLeaveTheOutputUntouched) {
   for (const int64_t T : {int64_t(2), int64_t(40)}) {
     for (const bool unfused : {false, true}) {

@@ -215,7 +215,7 @@ TEST_F(GpuMulMatId, WideTileEndsInsideN) {
       }
 }
 
-// Around the weight streamer (T <= 2) and its hand-over to the plan path:
+// Around the weight streamer (T <= 4) and its hand-over to the plan path:
 // T = 1..8, the largest k and E the API allows, both x layouts and dtypes,
 // and N % 128 == 64.
 TEST_F(GpuMulMatId, WeightStreamerShapes) {
