@@ -323,6 +323,11 @@ Status launch_stream_chunks(const GemmParams& p, int num_sms, cudaStream_t strea
   }
 }
 
+Status launch_stream_for_columns(const GemmParams& p, int num_sms, cudaStream_t stream) {
+  return p.epilogue == EpilogueKind::kSwiGLU ? launch_stream_chunks<2>(p, num_sms, stream)
+                                             : launch_stream_chunks<1>(p, num_sms, stream);
+}
+
 }  // namespace
 
 size_t weight_streamer_staged_bytes(int64_t num_tokens, int64_t k) {
@@ -347,8 +352,7 @@ Status launch_weight_streamer(const GemmParams& p, int num_sms, cudaStream_t str
     return make_status(StatusCode::kInternal, "weight streamer parameters are incomplete");
   if (p.epilogue == EpilogueKind::kSwiGLU && p.n % 128 != 0)
     return make_status(StatusCode::kInternal, "SwiGLU streamer needs N % 128 == 0, N = ", p.n);
-  return p.epilogue == EpilogueKind::kSwiGLU ? launch_stream_chunks<2>(p, num_sms, stream)
-                                             : launch_stream_chunks<1>(p, num_sms, stream);
+  return launch_stream_for_columns(p, num_sms, stream);
 }
 
 }  // namespace nvfp4moe::cuda
