@@ -185,8 +185,9 @@ __device__ __forceinline__ void mma_tile(const GemmParams& p, SharedStorage<kBlo
     for (int i = 0; i < kAcc; ++i) acc[b][i] = 0.0f;
   int prev_stage = -1;
   // Lane 0 releases a stage for its warp; __syncwarp first orders the other
-  // lanes' fragment loads before that release (without it, racecheck at
-  // 3c24a3b reported them racing the next bulk copy into the stage).
+  // lanes' fragment loads before that release (the PTX memory model gives no
+  // other edge). racecheck's reports on wide tiles ending inside N were there
+  // before it and remain with it: docs/reliability.md.
   auto release_previous = [&]() {
     __syncwarp();
     if (prev_stage >= 0 && lane == 0) ptx::mbarrier_arrive(&s.empty[prev_stage]);
