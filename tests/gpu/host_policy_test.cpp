@@ -32,6 +32,17 @@ TEST(CudaHostPolicy, ForcedKSplitsLeaveNoEmptySplit) {
   }
 }
 
+// The streamer takes T <= kStreamMaxTokens while its staged activation rows
+// fit: mixtral's down (K = 14336) at T = 4 (114 KB) still does.
+TEST(CudaHostPolicy, WeightStreamerCutFollowsTokensAndStagedBytes) {
+  EXPECT_TRUE(cuda::use_weight_streamer(1, 2048));
+  EXPECT_TRUE(cuda::use_weight_streamer(cuda::kStreamMaxTokens, 14336));
+  EXPECT_FALSE(cuda::use_weight_streamer(cuda::kStreamMaxTokens + 1, 2048));
+  EXPECT_FALSE(cuda::use_weight_streamer(0, 2048));
+  EXPECT_FALSE(cuda::use_weight_streamer(1, int64_t(cuda::kStreamMaxStagedBytes)));  // one row of 2x the budget
+  EXPECT_LE(cuda::kStreamMaxTokens, cuda::kStreamKernelMaxTokens);
+}
+
 TEST(CudaHostPolicy, WeightStreamerRingFitsItsBudget) {
   const size_t stage = cuda::kStreamStageBytes;
   // A grid of more than two CTAs per SM gets the three-per-SM ring.
