@@ -5,6 +5,7 @@
 #include "cuda/check.hpp"
 #include "cuda/epilogue.cuh"
 #include "cuda/launch.hpp"
+#include "cuda/ptx/grid_dependency.cuh"
 
 namespace nvfp4moe::cuda {
 namespace {
@@ -20,6 +21,7 @@ __global__ void f32_to_bf16_kernel(const float* x, __nv_bfloat16* y, int64_t n) 
 
 __global__ void combine_slots_kernel(const float* y, int64_t num_tokens, int32_t top_k, int64_t cols,
                                      const PlanStatus* status, float* out) {
+  ptx::grid_dependency_wait();  // y and status are the previous kernel's
   if (status->code != kPlanOk) return;
   const int64_t n = num_tokens * cols;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
@@ -70,8 +72,9 @@ Status launch_f32_to_bf16(const float* x, uint16_t* y, int64_t n, cudaStream_t s
 Status launch_combine_slots(const float* y, int64_t num_tokens, int64_t top_k, int64_t cols,
                             const PlanStatus* status, float* out, cudaStream_t stream) {
   if (num_tokens * cols == 0) return ok_status();
-  combine_slots_kernel<<<blocks_for(num_tokens * cols), kThreads, 0, stream>>>(y, num_tokens, int32_t(top_k), cols,
-                                                                               status, out);
+  NVFP4MOE_CUDA_TRY(launch_kernel(combine_slots_kernel, dim3(blocks_for(num_tokens * cols)), dim3(kThreads), 0,
+                                  stream, LaunchOrder::kOverlapPrevious, y, num_tokens, int32_t(top_k), cols, status,
+                                  out));
   NVFP4MOE_CUDA_CHECK_LAUNCH("combine_slots_kernel");
   return ok_status();
 }

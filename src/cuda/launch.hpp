@@ -4,6 +4,8 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <cstdlib>
+#include <utility>
 
 #include "cuda/gemm_params.hpp"
 #include "cuda/plan_kernels.cuh"
@@ -12,12 +14,48 @@
 
 namespace nvfp4moe::cuda {
 
+// How a kernel follows the previous kernel in its stream. kOverlapPrevious
+// is programmatic dependent launch: the kernel may be scheduled once every
+// CTA of the previous kernel has executed ptx::launch_dependents(), and runs
+// its set-up (barriers, id checks, weight copies) beside that kernel's tail.
+// Only for a kernel that reads the previous kernel's output, and writes what
+// that kernel reads, behind ptx::grid_dependency_wait(); whatever it reads
+// before the wait must come from earlier work in the stream. Stream capture
+// keeps the overlap in a CUDA graph (a programmatic edge).
+// NVFP4MOE_SERIAL_LAUNCHES=1 launches every kernel in plain stream order
+// (A/B runs, and the test that overlapped and serial results are equal).
+enum class LaunchOrder { kAfterPrevious, kOverlapPrevious };
+
+inline bool serial_launches_forced() {
+  const char* env = std::getenv("NVFP4MOE_SERIAL_LAUNCHES");
+  return env && env[0] == '1';
+}
+
+template <typename... Params, typename... Args>
+cudaError_t launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
+                          LaunchOrder order, Args&&... args) {
+  cudaLaunchConfig_t config = {};
+  config.gridDim = grid;
+  config.blockDim = block;
+  config.dynamicSmemBytes = smem;
+  config.stream = stream;
+  cudaLaunchAttribute overlap = {};
+  overlap.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  overlap.val.programmaticStreamSerializationAllowed = 1;
+  config.attrs = &overlap;
+  config.numAttrs = order == LaunchOrder::kOverlapPrevious && !serial_launches_forced() ? 1 : 0;
+  return cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
+}
+
 // Token-tile heights with a compiled kernel.
 inline constexpr int32_t kBlockTNarrow = 32;
 inline constexpr int32_t kBlockTWide = 128;
 
 // The grouped GEMM, and with p.k_splits > 1 the split-K reduction after it.
-Status launch_grouped_gemm(const GemmParams& p, int32_t block_t, int num_sms, cudaStream_t stream);
+// The GEMM waits for the previous kernel before anything else, so any
+// kernel may precede it with kOverlapPrevious.
+Status launch_grouped_gemm(const GemmParams& p, int32_t block_t, int num_sms, cudaStream_t stream,
+                           LaunchOrder order);
 Status launch_reduce_split_k(const GemmParams& p, int num_sms, cudaStream_t stream);
 
 // Host policy: how many K splits a narrow-tile GEMM uses when fewer work
@@ -70,7 +108,12 @@ inline bool use_weight_streamer(int64_t num_tokens, int64_t k) {
   return num_tokens >= 1 && num_tokens <= kStreamMaxTokens &&
          weight_streamer_staged_bytes(num_tokens, k) <= kStreamMaxStagedBytes;
 }
-Status launch_weight_streamer(const GemmParams& p, int num_sms, cudaStream_t stream);
+// With kOverlapPrevious the streamer reads the ids and router weights,
+// checks them and streams its weights before it waits for the previous
+// kernel; it waits before it stages the activations and before any write
+// but the status word (the same value the previous streamer of these ids
+// wrote).
+Status launch_weight_streamer(const GemmParams& p, int num_sms, cudaStream_t stream, LaunchOrder order);
 
 Status launch_build_plan(const int32_t* ids, int64_t num_tokens, int64_t top_k, int64_t num_experts,
                          int32_t block_rows, const DevicePlan& plan, cudaStream_t stream);
@@ -79,6 +122,7 @@ Status launch_build_plan(const int32_t* ids, int64_t num_tokens, int64_t top_k, 
 Status launch_f32_to_bf16(const float* x, uint16_t* y, int64_t n, cudaStream_t stream);
 // out[t][:] = sum_j y[t*k + j][:] in slot order (deterministic), F32.
 // Writes nothing when *status holds an error (bad ids: y was never written).
+// Launched to overlap the previous kernel: it waits before anything else.
 Status launch_combine_slots(const float* y, int64_t num_tokens, int64_t top_k, int64_t cols,
                             const PlanStatus* status, float* out, cudaStream_t stream);
 // Unfused baseline passes (llama.cpp style): y[pair][:] *= alpha[ids[pair]] (* w[pair]).

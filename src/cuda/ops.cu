@@ -462,7 +462,7 @@ Status mul_mat_id(Context& ctx, const CudaMulMatIdArgs& a, Stream stream) {
     p.y_dtype = a.y_dtype;
     p.y_stride = w.rows;
     p.y_map = RowMap::kPair;
-    return launch_weight_streamer(p, m.num_sms, stream);
+    return launch_weight_streamer(p, m.num_sms, stream, LaunchOrder::kAfterPrevious);
   }
   const int32_t block_t = choose_block_rows(a.num_tokens, a.top_k, w.num_experts);
   NVFP4MOE_RETURN_IF_ERROR(build_plan(ctx, a.ids, a.num_tokens, a.top_k, w.num_experts, block_t, stream));
@@ -478,7 +478,7 @@ Status mul_mat_id(Context& ctx, const CudaMulMatIdArgs& a, Stream stream) {
   p.y_dtype = a.y_dtype;
   p.y_stride = w.rows;
   p.y_map = RowMap::kPair;
-  return launch_grouped_gemm(p, block_t, m.num_sms, stream);
+  return launch_grouped_gemm(p, block_t, m.num_sms, stream, LaunchOrder::kAfterPrevious);
 }
 
 Status moe_layer(Context& ctx, const CudaMoeLayerArgs& a, Stream stream) {
@@ -501,6 +501,8 @@ Status moe_layer(Context& ctx, const CudaMoeLayerArgs& a, Stream stream) {
   if (!a.unfused && use_weight_streamer(T, std::max(H, F))) {
     // Decode sizes: gate_up + SwiGLU and down + router weight as two weight
     // streams over the pairs (per-pair rows, no sorted order), then the combine.
+    // down overlaps gate_up: its CTAs check the ids and stream their weights
+    // into shared memory while gate_up runs, and wait for h only.
     GemmParams gu, down;
     NVFP4MOE_RETURN_IF_ERROR(streamer_params(m, L.gate_up, a.ids, T, k, a.x, a.x_dtype, &gu));
     gu.x_stride = H;
@@ -511,7 +513,7 @@ Status moe_layer(Context& ctx, const CudaMoeLayerArgs& a, Stream stream) {
     gu.y_map = RowMap::kPair;
     gu.epilogue = EpilogueKind::kSwiGLU;
     gu.act = L.act;
-    NVFP4MOE_RETURN_IF_ERROR(launch_weight_streamer(gu, m.num_sms, stream));
+    NVFP4MOE_RETURN_IF_ERROR(launch_weight_streamer(gu, m.num_sms, stream, LaunchOrder::kAfterPrevious));
     NVFP4MOE_RETURN_IF_ERROR(streamer_params(m, L.down, a.ids, T, k, m.h_bf16.get(), DType::kBF16, &down));
     down.x_stride = F;
     down.x_map = RowMap::kPair;
@@ -520,7 +522,7 @@ Status moe_layer(Context& ctx, const CudaMoeLayerArgs& a, Stream stream) {
     down.y_stride = H;
     down.y_map = RowMap::kPair;
     down.route_w = a.route_weights;
-    NVFP4MOE_RETURN_IF_ERROR(launch_weight_streamer(down, m.num_sms, stream));
+    NVFP4MOE_RETURN_IF_ERROR(launch_weight_streamer(down, m.num_sms, stream, LaunchOrder::kOverlapPrevious));
     return launch_combine_slots(m.y_f32.as<float>(), T, k, H, m.plan().status, a.out, stream);
   }
   const int32_t block_t = choose_block_rows(T, k, L.num_experts);
@@ -550,10 +552,10 @@ Status moe_layer(Context& ctx, const CudaMoeLayerArgs& a, Stream stream) {
     gu.y_map = RowMap::kCompact;
     gu.epilogue = EpilogueKind::kSwiGLU;
     gu.act = L.act;
-    NVFP4MOE_RETURN_IF_ERROR(launch_grouped_gemm(gu, block_t, m.num_sms, stream));
+    NVFP4MOE_RETURN_IF_ERROR(launch_grouped_gemm(gu, block_t, m.num_sms, stream, LaunchOrder::kAfterPrevious));
     down.x_map = RowMap::kCompact;
     down.route_w = a.route_weights;
-    NVFP4MOE_RETURN_IF_ERROR(launch_grouped_gemm(down, block_t, m.num_sms, stream));
+    NVFP4MOE_RETURN_IF_ERROR(launch_grouped_gemm(down, block_t, m.num_sms, stream, LaunchOrder::kOverlapPrevious));
   } else {
     NVFP4MOE_RETURN_IF_ERROR(m.grow(&m.gu_f32, sizeof(float) * pairs * 2 * F, stream, "gu_f32"));
     gu.alpha = gu.alpha_up = nullptr;
@@ -561,7 +563,7 @@ Status moe_layer(Context& ctx, const CudaMoeLayerArgs& a, Stream stream) {
     gu.y_dtype = DType::kF32;
     gu.y_stride = 2 * F;
     gu.y_map = RowMap::kPair;
-    NVFP4MOE_RETURN_IF_ERROR(launch_grouped_gemm(gu, block_t, m.num_sms, stream));
+    NVFP4MOE_RETURN_IF_ERROR(launch_grouped_gemm(gu, block_t, m.num_sms, stream, LaunchOrder::kAfterPrevious));
     NVFP4MOE_RETURN_IF_ERROR(launch_scale_pairs(m.gu_f32.as<float>(), a.ids, L.gate_up.alpha.as<float>(),
                                                 L.gate_up.alpha_up.as<float>(), nullptr, pairs, 2 * F,
                                                 m.plan().status, stream));
@@ -569,7 +571,7 @@ Status moe_layer(Context& ctx, const CudaMoeLayerArgs& a, Stream stream) {
                                                  m.h_bf16.as<uint16_t>(), stream));
     down.alpha = nullptr;
     down.x_map = RowMap::kPair;
-    NVFP4MOE_RETURN_IF_ERROR(launch_grouped_gemm(down, block_t, m.num_sms, stream));
+    NVFP4MOE_RETURN_IF_ERROR(launch_grouped_gemm(down, block_t, m.num_sms, stream, LaunchOrder::kAfterPrevious));
     NVFP4MOE_RETURN_IF_ERROR(launch_scale_pairs(m.y_f32.as<float>(), a.ids, L.down.alpha.as<float>(), nullptr,
                                                 a.route_weights, pairs, H, m.plan().status, stream));
   }

@@ -36,6 +36,7 @@
 #include "cuda/pipeline_state.cuh"
 #include "cuda/plan_kernels.cuh"
 #include "cuda/ptx/async_copy.cuh"
+#include "cuda/ptx/grid_dependency.cuh"
 #include "cuda/ptx/mbarrier.cuh"
 #include "cuda/ptx/mma.cuh"
 #include "cuda/ptx/sync.cuh"
@@ -167,6 +168,9 @@ __global__ void __launch_bounds__(kAllThreads, 3) weight_stream_kernel(const __g
   const int32_t pairs = p.num_tokens * p.top_k, me = int32_t(blockIdx.y);
   const bool reporter = blockIdx.x == 0 && blockIdx.y == 0 && tid == 0;
   const bool producer = warp == kThreads / 32;
+  // The next kernel of the layer (down after gate_up, the combine after
+  // down) may start its ids check and weight stream beside this one.
+  ptx::launch_dependents();
 
   if (tid == 0) {
     for (int i = 0; i < num_stages; ++i) {
@@ -232,6 +236,9 @@ __global__ void __launch_bounds__(kAllThreads, 3) weight_stream_kernel(const __g
     const int32_t pr = s.pair_of[tid];
     s.rows[tid] = {pair_row(p.y_map, pr, p.top_k), p.route_w ? p.route_w[pr] : 1.0f};
   }
+  // Launched to overlap the previous kernel, whose output the activations
+  // are (the layer's h): everything before this reads only earlier inputs.
+  ptx::grid_dependency_wait();
   stage_b_fragments(p, s.pair_of, num_rows, kCols, x_staged);
   ptx::named_barrier_sync(kConsumerBarrier, kThreads);
 
@@ -299,7 +306,7 @@ __global__ void __launch_bounds__(kAllThreads, 3) weight_stream_kernel(const __g
 }
 
 template <int kChunks, int kCols>
-Status launch_stream(const GemmParams& p, int num_sms, cudaStream_t stream) {
+Status launch_stream(const GemmParams& p, int num_sms, cudaStream_t stream, LaunchOrder order) {
   const int32_t pairs = p.num_tokens * p.top_k;
   const dim3 grid(uint32_t(p.n / (64 * kChunks)), uint32_t(pairs));
   const size_t staged = weight_streamer_staged_bytes(p.num_tokens, p.k);
@@ -307,25 +314,25 @@ Status launch_stream(const GemmParams& p, int num_sms, cudaStream_t stream) {
   const size_t smem = size_t(stages) * kStreamStageBytes + staged;
   auto kernel = weight_stream_kernel<kChunks, kCols>;
   NVFP4MOE_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-  kernel<<<grid, kAllThreads, smem, stream>>>(p, stages);
+  NVFP4MOE_CUDA_TRY(launch_kernel(kernel, grid, dim3(kAllThreads), smem, stream, order, p, stages));
   NVFP4MOE_CUDA_CHECK_LAUNCH("weight_stream_kernel");
   return ok_status();
 }
 
 template <int kChunks>
-Status launch_stream_chunks(const GemmParams& p, int num_sms, cudaStream_t stream) {
+Status launch_stream_chunks(const GemmParams& p, int num_sms, cudaStream_t stream, LaunchOrder order) {
   static_assert(kStreamKernelMaxTokens == 8, "one instantiation per staged column count 1, 2, 4, 8");
   switch (staged_columns(p.num_tokens)) {
-    case 1: return launch_stream<kChunks, 1>(p, num_sms, stream);
-    case 2: return launch_stream<kChunks, 2>(p, num_sms, stream);
-    case 4: return launch_stream<kChunks, 4>(p, num_sms, stream);
-    default: return launch_stream<kChunks, 8>(p, num_sms, stream);
+    case 1: return launch_stream<kChunks, 1>(p, num_sms, stream, order);
+    case 2: return launch_stream<kChunks, 2>(p, num_sms, stream, order);
+    case 4: return launch_stream<kChunks, 4>(p, num_sms, stream, order);
+    default: return launch_stream<kChunks, 8>(p, num_sms, stream, order);
   }
 }
 
-Status launch_stream_for_columns(const GemmParams& p, int num_sms, cudaStream_t stream) {
-  return p.epilogue == EpilogueKind::kSwiGLU ? launch_stream_chunks<2>(p, num_sms, stream)
-                                             : launch_stream_chunks<1>(p, num_sms, stream);
+Status launch_stream_for_columns(const GemmParams& p, int num_sms, cudaStream_t stream, LaunchOrder order) {
+  return p.epilogue == EpilogueKind::kSwiGLU ? launch_stream_chunks<2>(p, num_sms, stream, order)
+                                             : launch_stream_chunks<1>(p, num_sms, stream, order);
 }
 
 }  // namespace
@@ -342,7 +349,7 @@ int weight_streamer_stages(size_t staged_bytes, int64_t grid_ctas, int num_sms) 
   return int(std::min<size_t>(kMaxStages, (budget - std::min(budget, staged_bytes)) / kStreamStageBytes));
 }
 
-Status launch_weight_streamer(const GemmParams& p, int num_sms, cudaStream_t stream) {
+Status launch_weight_streamer(const GemmParams& p, int num_sms, cudaStream_t stream, LaunchOrder order) {
   const int64_t pairs = int64_t(p.num_tokens) * p.top_k;
   if (p.num_tokens < 1 || p.num_tokens > kStreamKernelMaxTokens || pairs > kThreads ||
       weight_streamer_staged_bytes(p.num_tokens, p.k) > kStreamMaxStagedBytes)
@@ -352,7 +359,7 @@ Status launch_weight_streamer(const GemmParams& p, int num_sms, cudaStream_t str
     return make_status(StatusCode::kInternal, "weight streamer parameters are incomplete");
   if (p.epilogue == EpilogueKind::kSwiGLU && p.n % 128 != 0)
     return make_status(StatusCode::kInternal, "SwiGLU streamer needs N % 128 == 0, N = ", p.n);
-  return launch_stream_for_columns(p, num_sms, stream);
+  return launch_stream_for_columns(p, num_sms, stream, order);
 }
 
 }  // namespace nvfp4moe::cuda

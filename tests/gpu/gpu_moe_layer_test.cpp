@@ -133,6 +133,70 @@ TEST_F(GpuMoeLayer, BadIdsLeaveTheOutputUntouched) {
 }
 TEST_F(GpuMoeLayer, QwenShapePrefill) { check({128, 2048, 768, 256, 8, false, Activation::kSwiGLU, Schedule::kRect}); }
 
+// The down kernel and the combine are launched to overlap the kernel before
+// them (programmatic dependent launch): they may start before it ends and
+// wait for its output inside. Several calls back to back, each on fresh x and
+// ids, must equal the same calls launched in plain stream order
+// (NVFP4MOE_SERIAL_LAUNCHES=1) bit for bit, directly and inside one graph: a
+// down kernel that staged h before gate_up wrote it would read the previous
+// call's h. T = 1, 3 run the weight streamers, T = 40 the plan path.
+TEST_F(GpuMoeLayer, OverlappedLaunchesEqualSerialOnes) {
+  constexpr int kCalls = 6;
+  for (const int64_t T : {int64_t(1), int64_t(3), int64_t(40)}) {
+    const LayerCase c{16, 2048, 768, T, 8, false, Activation::kSwiGLU};
+    std::mt19937_64 rng(test_seed() + uint64_t(T));
+    Built b = build(rng, c);
+    cuda::DeviceMoeLayer layer;
+    ASSERT_OK(cuda::upload_moe_layer(b.view, b.act, &layer));
+    ASSERT_OK(ctx->reserve(c.T, c.k, c.E, std::max(c.H, 2 * c.F)));
+    std::vector<cuda::DeviceBuffer> dx, dids, dw;
+    for (int r = 0; r < kCalls; ++r) {
+      dx.push_back(to_device(random_normal(rng, size_t(c.T * c.H), 1.0f)));
+      dids.push_back(to_device(random_ids(rng, c.T, c.k, c.E)));
+      std::vector<float> rw(c.T * c.k);
+      std::uniform_real_distribution<float> u(0.05f, 1.0f);
+      for (auto& v : rw) v = u(rng);
+      dw.push_back(to_device(rw));
+    }
+    // The kCalls layer calls into fresh poisoned outputs, without a sync between them.
+    const auto enqueue = [&](std::vector<cuda::DeviceBuffer>* outs) {
+      for (int r = 0; r < kCalls; ++r) {
+        outs->push_back(poisoned_floats(c.T * c.H));
+        const Status st = cuda::moe_layer(*ctx, moe_layer_args(layer, dx[r], dids[r], dw[r], c.T, c.k, outs->back()),
+                                          stream);
+        if (!st.ok()) return st;
+      }
+      return ok_status();
+    };
+    std::vector<cuda::DeviceBuffer> serial, direct, graphed;
+    ASSERT_EQ(0, setenv("NVFP4MOE_SERIAL_LAUNCHES", "1", 1));
+    const Status serial_status = enqueue(&serial);
+    ASSERT_EQ(0, unsetenv("NVFP4MOE_SERIAL_LAUNCHES"));
+    ASSERT_OK(serial_status);
+    ASSERT_OK(enqueue(&direct));
+    ASSERT_OK(ctx->check_device_status(stream));
+    cudaGraph_t graph;
+    ASSERT_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+    const Status captured = enqueue(&graphed);
+    ASSERT_CUDA(cudaStreamEndCapture(stream, &graph));
+    ASSERT_OK(captured);
+    cudaGraphExec_t exec;
+    ASSERT_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+    ASSERT_CUDA(cudaGraphLaunch(exec, stream));
+    ASSERT_OK(ctx->check_device_status(stream));
+    cudaGraphExecDestroy(exec);
+    cudaGraphDestroy(graph);
+    for (int r = 0; r < kCalls; ++r) {
+      const std::vector<float> want = to_host<float>(serial[r], c.T * c.H);
+      for (size_t i = 0; i < want.size(); ++i) ASSERT_FALSE(std::isnan(want[i])) << "T=" << T << " call " << r;
+      EXPECT_EQ(0, std::memcmp(want.data(), to_host<float>(direct[r], c.T * c.H).data(), want.size() * 4))
+          << "T=" << T << " call " << r << ": overlapped launches differ from serial ones";
+      EXPECT_EQ(0, std::memcmp(want.data(), to_host<float>(graphed[r], c.T * c.H).data(), want.size() * 4))
+          << "T=" << T << " call " << r << ": the graph's overlapped launches differ from serial ones";
+    }
+  }
+}
+
 TEST_F(GpuMoeLayer, GraphCaptureAndReplay) {
   const LayerCase c{8, 256, 128, 19, 2, false, Activation::kSwiGLU};
   std::mt19937_64 rng(test_seed());
