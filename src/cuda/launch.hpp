@@ -108,11 +108,24 @@ inline bool use_weight_streamer(int64_t num_tokens, int64_t k) {
   return num_tokens >= 1 && num_tokens <= kStreamMaxTokens &&
          weight_streamer_staged_bytes(num_tokens, k) <= kStreamMaxStagedBytes;
 }
+// Its grid: 64-row blocks of N (128-row gate/up pairs with SwiGLU) x pairs.
+inline int64_t weight_streamer_ctas(int64_t n, bool swiglu, int64_t num_tokens, int64_t top_k) {
+  return n / (swiglu ? 128 : 64) * num_tokens * top_k;
+}
+// Whether a streamer asked to overlap its predecessor does: only a grid of
+// more CTAs than SMs. NOTES: H200 (A/B at b36a5e3,
+// bench/results/2026-11-30-h200-ab-b36a5e3-layer-overlap.json): the layer at
+// T <= 4 gained 1.03-1.18x from the down streamer's overlap, except mixtral
+// at T = 1, 0.90x, whose down grid is 128 CTAs of 516 KB of weights each. A
+// grid of at most one CTA per SM launched onto an idle GPU gets one CTA per
+// SM; launched early, its CTAs take the slots gate_up frees first, and an SM
+// may get two (the likely cause, not measured).
+inline bool streamer_overlap_pays(int64_t grid_ctas, int num_sms) { return grid_ctas > num_sms; }
 // With kOverlapPrevious the streamer reads the ids and router weights,
 // checks them and streams its weights before it waits for the previous
 // kernel; it waits before it stages the activations and before any write
 // but the status word (the same value the previous streamer of these ids
-// wrote).
+// wrote). Below streamer_overlap_pays() it runs in stream order.
 Status launch_weight_streamer(const GemmParams& p, int num_sms, cudaStream_t stream, LaunchOrder order);
 
 Status launch_build_plan(const int32_t* ids, int64_t num_tokens, int64_t top_k, int64_t num_experts,

@@ -309,8 +309,10 @@ template <int kChunks, int kCols>
 Status launch_stream(const GemmParams& p, int num_sms, cudaStream_t stream, LaunchOrder order) {
   const int32_t pairs = p.num_tokens * p.top_k;
   const dim3 grid(uint32_t(p.n / (64 * kChunks)), uint32_t(pairs));
+  const int64_t ctas = weight_streamer_ctas(p.n, kChunks == 2, p.num_tokens, p.top_k);
   const size_t staged = weight_streamer_staged_bytes(p.num_tokens, p.k);
-  const int stages = weight_streamer_stages(staged, int64_t(grid.x) * grid.y, num_sms);
+  const int stages = weight_streamer_stages(staged, ctas, num_sms);
+  if (!streamer_overlap_pays(ctas, num_sms)) order = LaunchOrder::kAfterPrevious;
   const size_t smem = size_t(stages) * kStreamStageBytes + staged;
   auto kernel = weight_stream_kernel<kChunks, kCols>;
   NVFP4MOE_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));

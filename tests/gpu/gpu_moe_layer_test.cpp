@@ -158,17 +158,22 @@ TEST_F(GpuMoeLayer, OverlappedLaunchesEqualSerialOnes) {
       for (auto& v : rw) v = u(rng);
       dw.push_back(to_device(rw));
     }
-    // The kCalls layer calls into fresh poisoned outputs, without a sync between them.
+    // The kCalls layer calls into poisoned outputs (allocated before, not
+    // during a capture), without a sync between them.
+    const auto poisoned = [&]() {
+      std::vector<cuda::DeviceBuffer> outs;
+      for (int r = 0; r < kCalls; ++r) outs.push_back(poisoned_floats(c.T * c.H));
+      return outs;
+    };
     const auto enqueue = [&](std::vector<cuda::DeviceBuffer>* outs) {
       for (int r = 0; r < kCalls; ++r) {
-        outs->push_back(poisoned_floats(c.T * c.H));
-        const Status st = cuda::moe_layer(*ctx, moe_layer_args(layer, dx[r], dids[r], dw[r], c.T, c.k, outs->back()),
-                                          stream);
+        const Status st =
+            cuda::moe_layer(*ctx, moe_layer_args(layer, dx[r], dids[r], dw[r], c.T, c.k, (*outs)[r]), stream);
         if (!st.ok()) return st;
       }
       return ok_status();
     };
-    std::vector<cuda::DeviceBuffer> serial, direct, graphed;
+    std::vector<cuda::DeviceBuffer> serial = poisoned(), direct = poisoned(), graphed = poisoned();
     ASSERT_EQ(0, setenv("NVFP4MOE_SERIAL_LAUNCHES", "1", 1));
     const Status serial_status = enqueue(&serial);
     ASSERT_EQ(0, unsetenv("NVFP4MOE_SERIAL_LAUNCHES"));

@@ -66,5 +66,19 @@ TEST(CudaHostPolicy, WeightStreamerRingFitsItsBudget) {
     }
 }
 
+// The layer's down streamer overlaps gate_up only with more CTAs than SMs
+// (H200, 132 SMs): qwen3 down at T = 1 (2048 rows, k = 8) and gpt-oss down
+// (2880 rows, k = 4) do, mixtral down at T = 1 (4096 rows, k = 2) does not,
+// at T = 2 it does.
+TEST(CudaHostPolicy, StreamerOverlapNeedsMoreCtasThanSms) {
+  EXPECT_EQ(256, cuda::weight_streamer_ctas(2048, false, 1, 8));
+  EXPECT_EQ(96, cuda::weight_streamer_ctas(1536, true, 1, 8));  // qwen3 gate_up: gate/up row pairs
+  EXPECT_TRUE(cuda::streamer_overlap_pays(cuda::weight_streamer_ctas(2048, false, 1, 8), 132));
+  EXPECT_TRUE(cuda::streamer_overlap_pays(cuda::weight_streamer_ctas(2880, false, 1, 4), 132));
+  EXPECT_FALSE(cuda::streamer_overlap_pays(cuda::weight_streamer_ctas(4096, false, 1, 2), 132));
+  EXPECT_TRUE(cuda::streamer_overlap_pays(cuda::weight_streamer_ctas(4096, false, 2, 2), 132));
+  EXPECT_FALSE(cuda::streamer_overlap_pays(132, 132));
+}
+
 }  // namespace
 }  // namespace nvfp4moe::testing
