@@ -18,14 +18,19 @@ inline constexpr float kWeightDownscale = 1024.0f;
 // emits LEA on the integer ALU, the pipe the code placement keeps busiest
 // (ncu at 3509a68); x * kScaleCodeMul + bias is an IMAD on the FMA pipe
 // (A/B at 00bf211: +1-3% on narrow GEMM tiles).
+// A caller whose loop has registers to spare passes a copy read from shared
+// memory before the loop: ptxas re-loads a constant-bank value (LDC) before
+// its uses inside the loop, even through an inline-asm move or a shuffle,
+// and the IMAD then waits for it (ncu of the streamer at 8f96f7e: 9.5% of
+// stall samples on that IMAD).
 static __constant__ uint32_t kScaleCodeMul = 16;
 
 // bf16x2 {S * 2^116, S * 2^116} for the scale code in byte `byte` of a
 // thread's scale word (sm90_fragment.hpp): the prmt puts the code in both
-// halves, the multiply-add makes each half's bf16 bits.
-__device__ __forceinline__ uint32_t scale_factor_bf16x2(uint32_t scale_word, int byte) {
+// halves, the multiply-add makes each half's bf16 bits. mul: kScaleCodeMul.
+__device__ __forceinline__ uint32_t scale_factor_bf16x2(uint32_t scale_word, int byte, uint32_t mul) {
   const uint32_t code_x2 = ptx::prmt(scale_word, 0u, 0x4040u | uint32_t(byte) << 8 | uint32_t(byte));
-  return code_x2 * kScaleCodeMul + (sm90::kScaleCodeBias | sm90::kScaleCodeBias << 16);
+  return code_x2 * mul + (sm90::kScaleCodeBias | sm90::kScaleCodeBias << 16);
 }
 
 // One k16 step of a thread's A fragment: 8 E2M1 codes -> 4 bf16x2 registers,
@@ -56,13 +61,15 @@ __device__ __forceinline__ FragmentRef fragment_ref(const uint8_t* chunk, int t)
   return {chunk + t * 16, chunk + kSm90ChunkCodeBytes + (warp * 8 + g) * 8};
 }
 
-// The thread's whole k64 fragment: four k16 steps of A registers.
-__device__ __forceinline__ void dequant_fragment(const uint4& codes, const uint2& scales, uint32_t (&a)[4][4]) {
+// The thread's whole k64 fragment: four k16 steps of A registers. mul:
+// kScaleCodeMul, or a copy of it (above).
+__device__ __forceinline__ void dequant_fragment(const uint4& codes, const uint2& scales, uint32_t mul,
+                                                 uint32_t (&a)[4][4]) {
   const uint32_t words[4] = {codes.x, codes.y, codes.z, codes.w};
 #pragma unroll
   for (int step = 0; step < 4; ++step) {
     const uint32_t sw = step < 2 ? scales.x : scales.y;
-    dequant_e2m1x8_bf16(words[step], scale_factor_bf16x2(sw, step % 2), scale_factor_bf16x2(sw, 2 + step % 2),
+    dequant_e2m1x8_bf16(words[step], scale_factor_bf16x2(sw, step % 2, mul), scale_factor_bf16x2(sw, 2 + step % 2, mul),
                         a[step]);
   }
 }

@@ -72,6 +72,7 @@ struct StreamShared {
   int32_t warp_hits[kAllThreads / 32];
   int32_t ids[kAllThreads];  // every id of the call (T * k <= kThreads)
   int32_t bad_pair;
+  uint32_t scale_mul;  // kScaleCodeMul
   uint64_t full[kMaxStages];
   uint64_t empty[kMaxStages];
 };
@@ -186,7 +187,10 @@ __global__ void __launch_bounds__(kAllThreads, 3) weight_stream_kernel(const __g
   //    as a chain of dependent global loads.
   const int32_t id = tid < pairs ? p.ids[tid] : -1;  // pairs <= kThreads
   s.ids[tid] = id;
-  if (tid == 0) s.bad_pair = INT32_MAX;
+  if (tid == 0) {
+    s.bad_pair = INT32_MAX;
+    s.scale_mul = kScaleCodeMul;
+  }
   __syncthreads();
   if (tid < pairs) {
     if (id < 0 || id >= p.num_experts) {
@@ -254,6 +258,7 @@ __global__ void __launch_bounds__(kAllThreads, 3) weight_stream_kernel(const __g
   // accumulator would wait out each other's latency.
   float acc[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
   const int32_t iters = (k_blocks + C::kStageBlocks - 1) / C::kStageBlocks;
+  const uint32_t scale_mul = s.scale_mul;  // dequant.cuh: kept in a register through the loop
   PipelineState ps;
   for (int32_t it = 0; it < iters; ++it, ps.advance(num_stages)) {
     const int slot = ps.stage;
@@ -274,7 +279,7 @@ __global__ void __launch_bounds__(kAllThreads, 3) weight_stream_kernel(const __g
       const int32_t kb = it * C::kStageBlocks + wk + u * kWarpsK;
       if (kb < k_blocks) {
         uint32_t a[4][4];
-        dequant_fragment(codes[u], scales[u], a);
+        dequant_fragment(codes[u], scales[u], scale_mul, a);
         const uint2* xk = xs + kb * 4 * kCols * 4;
 #pragma unroll
         for (int step = 0; step < 4; ++step) {

@@ -213,7 +213,8 @@ __device__ __forceinline__ void mma_tile(const GemmParams& p, SharedStorage<kBlo
       // products are never stored.
       const int c = b < chunks_active ? b * Config::kConsumers + wg : wg;
       const FragmentRef f = fragment_ref(st.w[c], t);
-      dequant_fragment(*reinterpret_cast<const uint4*>(f.codes), *reinterpret_cast<const uint2*>(f.scales), abuf);
+      dequant_fragment(*reinterpret_cast<const uint4*>(f.codes), *reinterpret_cast<const uint2*>(f.scales),
+                       kScaleCodeMul, abuf);
       const uint64_t desc = ptx::smem_desc_kmajor_sw128(st.x);
       ptx::wgmma_fence();
 #pragma unroll
