@@ -78,11 +78,6 @@ struct GemmParams {
   const int32_t* ids = nullptr;
   int32_t num_tokens = 0;
   PlanStatus* status = nullptr;
-  // The layer's down stream can also combine the slots: combine_out [T][n]
-  // (F32) gets the slot sum of y, which must then be F32 per-pair rows;
-  // combine_arrivals holds n / 64 counters, zero between launches.
-  float* combine_out = nullptr;
-  uint32_t* combine_arrivals = nullptr;
 
   // Output tiles along N for a kernel whose tile covers 64 * chunks rows.
 #if defined(__CUDACC__)

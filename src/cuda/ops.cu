@@ -185,9 +185,6 @@ struct Context::Impl {
   // The compact schedule's TileQueue, zeroed once; every GEMM leaves it at
   // zero. One GEMM at a time per Context (like the plan buffers).
   DeviceBuffer tile_queue;
-  // The decode layer's combine counters (GemmParams::combine_arrivals), one
-  // per 64 output columns, zeroed once; every launch leaves them at zero.
-  DeviceBuffer combine_arrivals;
   int64_t plan_tokens = 0, plan_top_k = 0, plan_experts = 0;
   int64_t status_experts = 0;  // E of the last call that wrote the status word (plan or streamer)
   int32_t plan_block_rows = 0;
@@ -234,17 +231,13 @@ struct Context::Impl {
     NVFP4MOE_RETURN_IF_ERROR(grow(&scalars, sizeof(int32_t) * 8, stream, "plan.scalars"));
     NVFP4MOE_RETURN_IF_ERROR(
         grow(&cta_counts, sizeof(int32_t) * size_t(num_sms) * plan_counts_stride(experts), stream, "plan.cta_counts"));
-    // The barrier starts at zero once; launches keep it there (GridBarrier).
     const size_t sync_bytes = sizeof(GridBarrier) + sizeof(int32_t) * size_t(num_sms);
-    return grow_zeroed(&grid_sync, sync_bytes, stream, "plan.grid_sync");
-  }
-
-  // For buffers the kernels return to zero themselves.
-  Status grow_zeroed(DeviceBuffer* b, size_t bytes, cudaStream_t stream, const char* what) {
-    if (b->bytes() >= bytes) return ok_status();
-    NVFP4MOE_RETURN_IF_ERROR(grow(b, bytes, stream, what));
-    NVFP4MOE_CUDA_TRY(cudaMemsetAsync(b->get(), 0, bytes, stream));
-    NVFP4MOE_CUDA_TRY(cudaStreamSynchronize(stream));
+    if (grid_sync.bytes() < sync_bytes) {
+      NVFP4MOE_RETURN_IF_ERROR(grow(&grid_sync, sync_bytes, stream, "plan.grid_sync"));
+      // The barrier starts at zero once; launches keep it there (GridBarrier).
+      NVFP4MOE_CUDA_TRY(cudaMemsetAsync(grid_sync.get(), 0, sync_bytes, stream));
+      NVFP4MOE_CUDA_TRY(cudaStreamSynchronize(stream));
+    }
     return ok_status();
   }
 };
@@ -282,8 +275,6 @@ Status Context::reserve(int64_t num_tokens, int64_t top_k, int64_t num_experts, 
   const int64_t split_rows = std::min<int64_t>(pairs, 2 * int64_t(m.num_sms) * 32);
   const int64_t partial = 2 * int64_t(m.num_sms) * 256 * 32 + split_rows * 2 * max_cols;
   NVFP4MOE_RETURN_IF_ERROR(m.grow(&m.partial_f32, sizeof(float) * partial, nullptr, "partial_f32"));
-  NVFP4MOE_RETURN_IF_ERROR(
-      m.grow_zeroed(&m.combine_arrivals, sizeof(uint32_t) * size_t(max_cols / 64 + 1), nullptr, "combine_arrivals"));
   return ok_status();
 }
 
@@ -508,12 +499,10 @@ Status moe_layer(Context& ctx, const CudaMoeLayerArgs& a, Stream stream) {
   NVFP4MOE_RETURN_IF_ERROR(m.grow(&m.h_bf16, sizeof(uint16_t) * pairs * F, stream, "h_bf16"));
   NVFP4MOE_RETURN_IF_ERROR(m.grow(&m.y_f32, sizeof(float) * pairs * H, stream, "y_f32"));
   if (!a.unfused && use_weight_streamer(T, std::max(H, F))) {
-    // Decode sizes: gate_up + SwiGLU and down + router weight + the slot
-    // combine as two weight streams over the pairs (per-pair rows, no sorted
-    // order). down overlaps gate_up: its CTAs check the ids and stream their
-    // weights into shared memory while gate_up runs, and wait for h only.
-    NVFP4MOE_RETURN_IF_ERROR(
-        m.grow_zeroed(&m.combine_arrivals, sizeof(uint32_t) * size_t(H / 64), stream, "combine_arrivals"));
+    // Decode sizes: gate_up + SwiGLU and down + router weight as two weight
+    // streams over the pairs (per-pair rows, no sorted order), then the combine.
+    // down overlaps gate_up: its CTAs check the ids and stream their weights
+    // into shared memory while gate_up runs, and wait for h only.
     GemmParams gu, down;
     NVFP4MOE_RETURN_IF_ERROR(streamer_params(m, L.gate_up, a.ids, T, k, a.x, a.x_dtype, &gu));
     gu.x_stride = H;
@@ -533,9 +522,8 @@ Status moe_layer(Context& ctx, const CudaMoeLayerArgs& a, Stream stream) {
     down.y_stride = H;
     down.y_map = RowMap::kPair;
     down.route_w = a.route_weights;
-    down.combine_out = a.out;
-    down.combine_arrivals = m.combine_arrivals.as<uint32_t>();
-    return launch_weight_streamer(down, m.num_sms, stream, LaunchOrder::kOverlapPrevious);
+    NVFP4MOE_RETURN_IF_ERROR(launch_weight_streamer(down, m.num_sms, stream, LaunchOrder::kOverlapPrevious));
+    return launch_combine_slots(m.y_f32.as<float>(), T, k, H, m.plan().status, a.out, stream);
   }
   const int32_t block_t = choose_block_rows(T, k, L.num_experts);
   NVFP4MOE_RETURN_IF_ERROR(build_plan(ctx, a.ids, T, k, L.num_experts, block_t, stream));

@@ -21,8 +21,7 @@
 // BF16 B fragments (one LDS.64 per k16 step, zeros past its rows).
 // The K partial sums meet in shared memory and are added in warp order,
 // then the shared epilogue (alpha, SwiGLU on gate/up chunk pairs, router
-// weight, F32/BF16 store) writes the rows. In the layer's down call the last
-// CTA of each column block also sums the slots (combine_column_block).
+// weight, F32/BF16 store) writes the rows.
 // Summation order differs from the wgmma path (a different K split), so
 // outputs agree with it to fp32 rounding, not bit for bit; for a given
 // input they are the same on every run, and they do not depend on T or on
@@ -73,8 +72,7 @@ struct StreamShared {
   int32_t warp_hits[kAllThreads / 32];
   int32_t ids[kAllThreads];  // every id of the call (T * k <= kThreads)
   int32_t bad_pair;
-  int32_t last_writer;  // combine_column_block
-  uint32_t scale_mul;   // kScaleCodeMul
+  uint32_t scale_mul;  // kScaleCodeMul
   uint64_t full[kMaxStages];
   uint64_t empty[kMaxStages];
 };
@@ -130,36 +128,6 @@ __device__ __forceinline__ void stage_b_fragments(const GemmParams& p, const int
         if (k < p.k) xs[((step * cols + n) * 4 + (kk % 8) / 2) * 2 + kk / 8] = v[u];
       }
     }
-  }
-}
-
-// The layer's slot combine folded into the down stream (p.combine_out):
-// out[t][c] = sum over slots j, in slot order, of y[t * k + j][c], the
-// arithmetic of combine_slots_kernel, so the bits are the same. The last of
-// the column block's `writers` CTAs to store its y rows sums the block, once
-// the other writers' rows are visible (each fences its stores, then counts
-// itself in p.combine_arrivals; the last resets the count for the next call).
-// Saves the combine's launch: 3.3 us of the qwen3 layer's 26 us at T = 1
-// (ncu, bench/results/2026-11-30-h200-d0ccc4c-decode-kernel-durations.json).
-template <int kCols>
-__device__ void combine_column_block(const GemmParams& p, int32_t writers, int32_t* last_writer, int tid) {
-  __threadfence();
-  ptx::named_barrier_sync(kConsumerBarrier, kThreads);
-  if (tid == 0) {
-    const uint32_t before = atomicAdd(&p.combine_arrivals[blockIdx.x], 1u);
-    *last_writer = before + 1 == uint32_t(writers);
-    if (*last_writer) atomicExch(&p.combine_arrivals[blockIdx.x], 0u);
-  }
-  ptx::named_barrier_sync(kConsumerBarrier, kThreads);
-  if (!*last_writer) return;
-  __threadfence();
-  const float* y = static_cast<const float*>(p.y);
-  const int64_t col0 = int64_t(blockIdx.x) * kCols;
-  for (int i = tid; i < p.num_tokens * kCols; i += kThreads) {
-    const int64_t t = i / kCols, c = col0 + i % kCols;
-    float sum = 0.0f;
-    for (int32_t j = 0; j < p.top_k; ++j) sum += __ldcg(y + (t * p.top_k + j) * p.y_stride + c);
-    p.combine_out[t * p.n + c] = sum;
   }
 }
 
@@ -237,25 +205,13 @@ __global__ void __launch_bounds__(kAllThreads, 3) weight_stream_kernel(const __g
     if (reporter) {
       const int32_t b = s.bad_pair, e = s.ids[b];
       *p.status = {e < 0 || e >= p.num_experts ? kPlanIdOutOfRange : kPlanDuplicateId, b / p.top_k, b % p.top_k, e};
-      // Launched to overlap the previous kernel, this grid must not finish
-      // before it (the next kernel in the stream waits for this one only):
-      // CTA (0, 0) always waits, here or before its staging (pair 0 always
-      // works when the ids are good).
-      ptx::grid_dependency_wait();
     }
     return;
   }
   if (reporter) *p.status = {kPlanOk, 0, 0, 0};
 
-  // 2. Only the expert's first pair works. With the combine folded in, each
-  //    64-column block of y is written by one working CTA per hit expert.
+  // 2. Only the expert's first pair works.
   const int32_t expert = s.ids[me];
-  bool first_of_expert = false;
-  if (p.combine_out != nullptr && tid < pairs) {
-    first_of_expert = true;
-    for (int32_t j = 0; j < tid; ++j) first_of_expert &= s.ids[j] != id;
-  }
-  const int32_t writers = __syncthreads_count(first_of_expert);
   if (__syncthreads_or(tid < me && id == expert)) return;
 
   // Rows [64 * kChunks * blockIdx.x, +kRows) x K of the pair's expert.
@@ -352,7 +308,6 @@ __global__ void __launch_bounds__(kAllThreads, 3) weight_stream_kernel(const __g
   ptx::named_barrier_sync(kConsumerBarrier, kThreads);
   const WorkTile w{expert, 0, num_rows, 0, int32_t(blockIdx.x), 0, 0, k_blocks};
   epilogue_store<kChunks>(p, w, s.tile, C::kTileStride, s.rows, tid, kThreads);
-  if (p.combine_out != nullptr) combine_column_block<C::kRows>(p, writers, &s.last_writer, tid);
 }
 
 template <int kChunks, int kCols>
@@ -411,9 +366,6 @@ Status launch_weight_streamer(const GemmParams& p, int num_sms, cudaStream_t str
     return make_status(StatusCode::kInternal, "weight streamer parameters are incomplete");
   if (p.epilogue == EpilogueKind::kSwiGLU && p.n % 128 != 0)
     return make_status(StatusCode::kInternal, "SwiGLU streamer needs N % 128 == 0, N = ", p.n);
-  if (p.combine_out != nullptr && (p.epilogue != EpilogueKind::kStore || p.y_dtype != DType::kF32 ||
-                                   p.y_map != RowMap::kPair || p.y_stride != p.n || !p.combine_arrivals))
-    return make_status(StatusCode::kInternal, "weight streamer combine needs F32 per-pair y rows of N columns");
   return launch_stream_for_columns(p, num_sms, stream, order);
 }
 
