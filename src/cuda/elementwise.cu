@@ -20,8 +20,8 @@ __global__ void f32_to_bf16_kernel(const float* x, __nv_bfloat16* y, int64_t n) 
 }
 
 __global__ void combine_slots_kernel(const float* y, int64_t num_tokens, int32_t top_k, int64_t cols,
-                                     const PlanStatus* status, float* out) {
-  ptx::grid_dependency_wait();  // y and status are the previous kernel's
+                                     const PlanStatus* status, float* out, bool overlaps_previous) {
+  if (overlaps_previous) ptx::grid_dependency_wait();  // y and status are the previous kernel's
   if (status->code != kPlanOk) return;
   const int64_t n = num_tokens * cols;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
@@ -70,11 +70,11 @@ Status launch_f32_to_bf16(const float* x, uint16_t* y, int64_t n, cudaStream_t s
 }
 
 Status launch_combine_slots(const float* y, int64_t num_tokens, int64_t top_k, int64_t cols,
-                            const PlanStatus* status, float* out, cudaStream_t stream) {
+                            const PlanStatus* status, float* out, cudaStream_t stream, LaunchOrder order) {
   if (num_tokens * cols == 0) return ok_status();
   NVFP4MOE_CUDA_TRY(launch_kernel(combine_slots_kernel, dim3(blocks_for(num_tokens * cols)), dim3(kThreads), 0,
-                                  stream, LaunchOrder::kOverlapPrevious, y, num_tokens, int32_t(top_k), cols, status,
-                                  out));
+                                  stream, order, y, num_tokens, int32_t(top_k), cols, status, out,
+                                  order == LaunchOrder::kOverlapPrevious));
   NVFP4MOE_CUDA_CHECK_LAUNCH("combine_slots_kernel");
   return ok_status();
 }

@@ -112,8 +112,8 @@ inline bool use_weight_streamer(int64_t num_tokens, int64_t k) {
 inline int64_t weight_streamer_ctas(int64_t n, bool swiglu, int64_t num_tokens, int64_t top_k) {
   return n / (swiglu ? 128 : 64) * num_tokens * top_k;
 }
-// Whether a streamer asked to overlap its predecessor does: only a grid of
-// more CTAs than SMs. NOTES: H200 (A/B at b36a5e3,
+// Whether a streamer should overlap its predecessor: only a grid of more
+// CTAs than SMs. NOTES: H200 (A/B at b36a5e3,
 // bench/results/2026-11-30-h200-ab-b36a5e3-layer-overlap.json): the layer at
 // T <= 4 gained 1.03-1.18x from the down streamer's overlap, except mixtral
 // at T = 1, 0.90x, whose down grid is 128 CTAs of 516 KB of weights each. A
@@ -125,7 +125,7 @@ inline bool streamer_overlap_pays(int64_t grid_ctas, int num_sms) { return grid_
 // checks them and streams its weights before it waits for the previous
 // kernel; it waits before it stages the activations and before any write
 // but the status word (the same value the previous streamer of these ids
-// wrote). Below streamer_overlap_pays() it runs in stream order.
+// wrote).
 Status launch_weight_streamer(const GemmParams& p, int num_sms, cudaStream_t stream, LaunchOrder order);
 
 Status launch_build_plan(const int32_t* ids, int64_t num_tokens, int64_t top_k, int64_t num_experts,
@@ -135,9 +135,9 @@ Status launch_build_plan(const int32_t* ids, int64_t num_tokens, int64_t top_k, 
 Status launch_f32_to_bf16(const float* x, uint16_t* y, int64_t n, cudaStream_t stream);
 // out[t][:] = sum_j y[t*k + j][:] in slot order (deterministic), F32.
 // Writes nothing when *status holds an error (bad ids: y was never written).
-// Launched to overlap the previous kernel: it waits before anything else.
+// With kOverlapPrevious it waits before anything else.
 Status launch_combine_slots(const float* y, int64_t num_tokens, int64_t top_k, int64_t cols,
-                            const PlanStatus* status, float* out, cudaStream_t stream);
+                            const PlanStatus* status, float* out, cudaStream_t stream, LaunchOrder order);
 // Unfused baseline passes (llama.cpp style): y[pair][:] *= alpha[ids[pair]] (* w[pair]).
 // With alpha_up, odd 64-column blocks (interleaved up rows) take alpha_up.
 // Does nothing when *status holds an error (the ids are not safe to index with).

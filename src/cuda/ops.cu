@@ -513,6 +513,8 @@ Status moe_layer(Context& ctx, const CudaMoeLayerArgs& a, Stream stream) {
     gu.y_map = RowMap::kPair;
     gu.epilogue = EpilogueKind::kSwiGLU;
     gu.act = L.act;
+    const bool down_overlaps = streamer_overlap_pays(weight_streamer_ctas(H, false, T, k), m.num_sms);
+    gu.next_overlaps = down_overlaps;
     NVFP4MOE_RETURN_IF_ERROR(launch_weight_streamer(gu, m.num_sms, stream, LaunchOrder::kAfterPrevious));
     NVFP4MOE_RETURN_IF_ERROR(streamer_params(m, L.down, a.ids, T, k, m.h_bf16.get(), DType::kBF16, &down));
     down.x_stride = F;
@@ -522,8 +524,11 @@ Status moe_layer(Context& ctx, const CudaMoeLayerArgs& a, Stream stream) {
     down.y_stride = H;
     down.y_map = RowMap::kPair;
     down.route_w = a.route_weights;
-    NVFP4MOE_RETURN_IF_ERROR(launch_weight_streamer(down, m.num_sms, stream, LaunchOrder::kOverlapPrevious));
-    return launch_combine_slots(m.y_f32.as<float>(), T, k, H, m.plan().status, a.out, stream);
+    down.next_overlaps = true;
+    NVFP4MOE_RETURN_IF_ERROR(launch_weight_streamer(
+        down, m.num_sms, stream, down_overlaps ? LaunchOrder::kOverlapPrevious : LaunchOrder::kAfterPrevious));
+    return launch_combine_slots(m.y_f32.as<float>(), T, k, H, m.plan().status, a.out, stream,
+                                LaunchOrder::kOverlapPrevious);
   }
   const int32_t block_t = choose_block_rows(T, k, L.num_experts);
   NVFP4MOE_RETURN_IF_ERROR(build_plan(ctx, a.ids, T, k, L.num_experts, block_t, stream));
@@ -552,10 +557,14 @@ Status moe_layer(Context& ctx, const CudaMoeLayerArgs& a, Stream stream) {
     gu.y_map = RowMap::kCompact;
     gu.epilogue = EpilogueKind::kSwiGLU;
     gu.act = L.act;
+    gu.next_overlaps = gu.k_splits == 1;  // else the split-K reduction comes between them
     NVFP4MOE_RETURN_IF_ERROR(launch_grouped_gemm(gu, block_t, m.num_sms, stream, LaunchOrder::kAfterPrevious));
     down.x_map = RowMap::kCompact;
     down.route_w = a.route_weights;
+    down.next_overlaps = down.k_splits == 1;
     NVFP4MOE_RETURN_IF_ERROR(launch_grouped_gemm(down, block_t, m.num_sms, stream, LaunchOrder::kOverlapPrevious));
+    return launch_combine_slots(m.y_f32.as<float>(), T, k, H, m.plan().status, a.out, stream,
+                                LaunchOrder::kOverlapPrevious);
   } else {
     NVFP4MOE_RETURN_IF_ERROR(m.grow(&m.gu_f32, sizeof(float) * pairs * 2 * F, stream, "gu_f32"));
     gu.alpha = gu.alpha_up = nullptr;
@@ -575,7 +584,8 @@ Status moe_layer(Context& ctx, const CudaMoeLayerArgs& a, Stream stream) {
     NVFP4MOE_RETURN_IF_ERROR(launch_scale_pairs(m.y_f32.as<float>(), a.ids, L.down.alpha.as<float>(), nullptr,
                                                 a.route_weights, pairs, H, m.plan().status, stream));
   }
-  return launch_combine_slots(m.y_f32.as<float>(), T, k, H, m.plan().status, a.out, stream);
+  return launch_combine_slots(m.y_f32.as<float>(), T, k, H, m.plan().status, a.out, stream,
+                              LaunchOrder::kAfterPrevious);
 }
 
 }  // namespace nvfp4moe::cuda

@@ -171,7 +171,7 @@ __global__ void __launch_bounds__(kAllThreads, 3) weight_stream_kernel(const __g
   const bool producer = warp == kThreads / 32;
   // The next kernel of the layer (down after gate_up, the combine after
   // down) may start its ids check and weight stream beside this one.
-  ptx::launch_dependents();
+  if (p.next_overlaps) ptx::launch_dependents();
 
   if (tid == 0) {
     for (int i = 0; i < num_stages; ++i) {
@@ -205,6 +205,11 @@ __global__ void __launch_bounds__(kAllThreads, 3) weight_stream_kernel(const __g
     if (reporter) {
       const int32_t b = s.bad_pair, e = s.ids[b];
       *p.status = {e < 0 || e >= p.num_experts ? kPlanIdOutOfRange : kPlanDuplicateId, b / p.top_k, b % p.top_k, e};
+      // An overlapping grid must not finish before the kernel it overlaps
+      // (the next kernel in the stream waits for this one only): CTA (0, 0)
+      // always waits, here or before its staging (pair 0 always works when
+      // the ids are good).
+      if (p.overlaps_previous) ptx::grid_dependency_wait();
     }
     return;
   }
@@ -242,7 +247,7 @@ __global__ void __launch_bounds__(kAllThreads, 3) weight_stream_kernel(const __g
   }
   // Launched to overlap the previous kernel, whose output the activations
   // are (the layer's h): everything before this reads only earlier inputs.
-  ptx::grid_dependency_wait();
+  if (p.overlaps_previous) ptx::grid_dependency_wait();
   stage_b_fragments(p, s.pair_of, num_rows, kCols, x_staged);
   ptx::named_barrier_sync(kConsumerBarrier, kThreads);
 
@@ -317,11 +322,12 @@ Status launch_stream(const GemmParams& p, int num_sms, cudaStream_t stream, Laun
   const int64_t ctas = weight_streamer_ctas(p.n, kChunks == 2, p.num_tokens, p.top_k);
   const size_t staged = weight_streamer_staged_bytes(p.num_tokens, p.k);
   const int stages = weight_streamer_stages(staged, ctas, num_sms);
-  if (!streamer_overlap_pays(ctas, num_sms)) order = LaunchOrder::kAfterPrevious;
+  GemmParams q = p;
+  q.overlaps_previous = order == LaunchOrder::kOverlapPrevious;
   const size_t smem = size_t(stages) * kStreamStageBytes + staged;
   auto kernel = weight_stream_kernel<kChunks, kCols>;
   NVFP4MOE_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-  NVFP4MOE_CUDA_TRY(launch_kernel(kernel, grid, dim3(kAllThreads), smem, stream, order, p, stages));
+  NVFP4MOE_CUDA_TRY(launch_kernel(kernel, grid, dim3(kAllThreads), smem, stream, order, q, stages));
   NVFP4MOE_CUDA_CHECK_LAUNCH("weight_stream_kernel");
   return ok_status();
 }

@@ -22,8 +22,10 @@ Status launch_sm90(const GemmParams& p, int num_sms, cudaStream_t stream, Launch
   if (grid <= 0) return ok_status();
   if (grid > INT32_MAX)
     return make_status(StatusCode::kOutOfRange, "rect schedule grid of ", grid, " CTAs exceeds the launch limit");
+  GemmParams q = p;
+  q.overlaps_previous = order == LaunchOrder::kOverlapPrevious;
   NVFP4MOE_CUDA_TRY(
-      launch_kernel(kernel, dim3(uint32_t(grid)), dim3(sm90::threads<kBlockT>()), smem, stream, order, p));
+      launch_kernel(kernel, dim3(uint32_t(grid)), dim3(sm90::threads<kBlockT>()), smem, stream, order, q));
   NVFP4MOE_CUDA_CHECK_LAUNCH("nvfp4_grouped_gemm_kernel");
   if (p.k_splits > 1) return launch_reduce_split_k(p, num_sms, stream);
   return ok_status();

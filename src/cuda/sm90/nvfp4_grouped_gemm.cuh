@@ -332,8 +332,8 @@ __global__ void __launch_bounds__(threads<kBlockT>(), 1) nvfp4_grouped_gemm_kern
   // Everything below may read the previous kernel's output (the plan, the
   // activations, the tile queue it rewinds); the next kernel may be
   // scheduled now and wait for this one in turn (LaunchOrder, launch.hpp).
-  ptx::grid_dependency_wait();
-  ptx::launch_dependents();
+  if (p.overlaps_previous) ptx::grid_dependency_wait();
+  if (p.next_overlaps) ptx::launch_dependents();
   if (threadIdx.x >= kConsumerThreads) {
     ptx::setmaxnreg_dec<Config::kProducerRegs>();
     producer<kBlockT>(p, s, threadIdx.x - kConsumerThreads);
