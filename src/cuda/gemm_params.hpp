@@ -79,13 +79,13 @@ struct GemmParams {
   int32_t num_tokens = 0;
   PlanStatus* status = nullptr;
 
-  // Programmatic dependent launch (LaunchOrder, launch.hpp). The launcher
-  // sets overlaps_previous when it launches the kernel to overlap the one
-  // before it (which then waits for it); the caller sets next_overlaps when
-  // the next kernel will overlap this one (which then lets it be scheduled).
-  // Without them the kernel executes no griddepcontrol instruction: A/B at
-  // b720693, a wait and a trigger in every streamer launch cost 1-5% on
-  // MUL_MAT_ID at T = 1, where nothing overlaps.
+  // Programmatic dependent launch of the weight streamer (LaunchOrder,
+  // launch.hpp). The launcher sets overlaps_previous when it launches the
+  // kernel to overlap the one before it (which then waits for it); the
+  // caller sets next_overlaps when the next kernel will overlap this one
+  // (which then lets it be scheduled). Without them the kernel executes no
+  // griddepcontrol instruction: A/B at d6178d2, a wait and a trigger in every
+  // launch cost 1-5% on MUL_MAT_ID at T = 1, where nothing overlaps.
   bool overlaps_previous = false;
   bool next_overlaps = false;
 

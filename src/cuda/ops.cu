@@ -478,7 +478,7 @@ Status mul_mat_id(Context& ctx, const CudaMulMatIdArgs& a, Stream stream) {
   p.y_dtype = a.y_dtype;
   p.y_stride = w.rows;
   p.y_map = RowMap::kPair;
-  return launch_grouped_gemm(p, block_t, m.num_sms, stream, LaunchOrder::kAfterPrevious);
+  return launch_grouped_gemm(p, block_t, m.num_sms, stream);
 }
 
 Status moe_layer(Context& ctx, const CudaMoeLayerArgs& a, Stream stream) {
@@ -557,14 +557,10 @@ Status moe_layer(Context& ctx, const CudaMoeLayerArgs& a, Stream stream) {
     gu.y_map = RowMap::kCompact;
     gu.epilogue = EpilogueKind::kSwiGLU;
     gu.act = L.act;
-    gu.next_overlaps = gu.k_splits == 1;  // else the split-K reduction comes between them
-    NVFP4MOE_RETURN_IF_ERROR(launch_grouped_gemm(gu, block_t, m.num_sms, stream, LaunchOrder::kAfterPrevious));
+    NVFP4MOE_RETURN_IF_ERROR(launch_grouped_gemm(gu, block_t, m.num_sms, stream));
     down.x_map = RowMap::kCompact;
     down.route_w = a.route_weights;
-    down.next_overlaps = down.k_splits == 1;
-    NVFP4MOE_RETURN_IF_ERROR(launch_grouped_gemm(down, block_t, m.num_sms, stream, LaunchOrder::kOverlapPrevious));
-    return launch_combine_slots(m.y_f32.as<float>(), T, k, H, m.plan().status, a.out, stream,
-                                LaunchOrder::kOverlapPrevious);
+    NVFP4MOE_RETURN_IF_ERROR(launch_grouped_gemm(down, block_t, m.num_sms, stream));
   } else {
     NVFP4MOE_RETURN_IF_ERROR(m.grow(&m.gu_f32, sizeof(float) * pairs * 2 * F, stream, "gu_f32"));
     gu.alpha = gu.alpha_up = nullptr;
@@ -572,7 +568,7 @@ Status moe_layer(Context& ctx, const CudaMoeLayerArgs& a, Stream stream) {
     gu.y_dtype = DType::kF32;
     gu.y_stride = 2 * F;
     gu.y_map = RowMap::kPair;
-    NVFP4MOE_RETURN_IF_ERROR(launch_grouped_gemm(gu, block_t, m.num_sms, stream, LaunchOrder::kAfterPrevious));
+    NVFP4MOE_RETURN_IF_ERROR(launch_grouped_gemm(gu, block_t, m.num_sms, stream));
     NVFP4MOE_RETURN_IF_ERROR(launch_scale_pairs(m.gu_f32.as<float>(), a.ids, L.gate_up.alpha.as<float>(),
                                                 L.gate_up.alpha_up.as<float>(), nullptr, pairs, 2 * F,
                                                 m.plan().status, stream));
@@ -580,7 +576,7 @@ Status moe_layer(Context& ctx, const CudaMoeLayerArgs& a, Stream stream) {
                                                  m.h_bf16.as<uint16_t>(), stream));
     down.alpha = nullptr;
     down.x_map = RowMap::kPair;
-    NVFP4MOE_RETURN_IF_ERROR(launch_grouped_gemm(down, block_t, m.num_sms, stream, LaunchOrder::kAfterPrevious));
+    NVFP4MOE_RETURN_IF_ERROR(launch_grouped_gemm(down, block_t, m.num_sms, stream));
     NVFP4MOE_RETURN_IF_ERROR(launch_scale_pairs(m.y_f32.as<float>(), a.ids, L.down.alpha.as<float>(), nullptr,
                                                 a.route_weights, pairs, H, m.plan().status, stream));
   }

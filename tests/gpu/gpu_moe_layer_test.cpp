@@ -133,13 +133,14 @@ TEST_F(GpuMoeLayer, BadIdsLeaveTheOutputUntouched) {
 }
 TEST_F(GpuMoeLayer, QwenShapePrefill) { check({128, 2048, 768, 256, 8, false, Activation::kSwiGLU, Schedule::kRect}); }
 
-// The down kernel and the combine are launched to overlap the kernel before
-// them (programmatic dependent launch): they may start before it ends and
-// wait for its output inside. Several calls back to back, each on fresh x and
-// ids, must equal the same calls launched in plain stream order
-// (NVFP4MOE_SERIAL_LAUNCHES=1) bit for bit, directly and inside one graph: a
-// down kernel that staged h before gate_up wrote it would read the previous
-// call's h. T = 1, 3 run the weight streamers, T = 40 the plan path.
+// At decode sizes the down streamer and the combine are launched to overlap
+// the kernel before them (programmatic dependent launch): they may start
+// before it ends and wait for its output inside. Several calls back to back,
+// each on fresh x and ids, must equal the same calls launched in plain stream
+// order (NVFP4MOE_SERIAL_LAUNCHES=1) bit for bit, directly and inside one
+// graph: a down kernel that staged h before gate_up wrote it would read the
+// previous call's h. T = 1, 3 run the weight streamers; T = 40, the plan
+// path in stream order, is the control.
 TEST_F(GpuMoeLayer, OverlappedLaunchesEqualSerialOnes) {
   constexpr int kCalls = 6;
   for (const int64_t T : {int64_t(1), int64_t(3), int64_t(40)}) {

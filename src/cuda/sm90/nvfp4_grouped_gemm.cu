@@ -11,7 +11,7 @@ namespace nvfp4moe::cuda {
 namespace {
 
 template <int kBlockT>
-Status launch_sm90(const GemmParams& p, int num_sms, cudaStream_t stream, LaunchOrder order) {
+Status launch_sm90(const GemmParams& p, int num_sms, cudaStream_t stream) {
   auto kernel = sm90::nvfp4_grouped_gemm_kernel<kBlockT>;
   constexpr size_t smem = sm90::smem_bytes<kBlockT>();
   constexpr int kChunks = sm90::TileConfig<kBlockT>::kChunks;
@@ -22,10 +22,8 @@ Status launch_sm90(const GemmParams& p, int num_sms, cudaStream_t stream, Launch
   if (grid <= 0) return ok_status();
   if (grid > INT32_MAX)
     return make_status(StatusCode::kOutOfRange, "rect schedule grid of ", grid, " CTAs exceeds the launch limit");
-  GemmParams q = p;
-  q.overlaps_previous = order == LaunchOrder::kOverlapPrevious;
-  NVFP4MOE_CUDA_TRY(
-      launch_kernel(kernel, dim3(uint32_t(grid)), dim3(sm90::threads<kBlockT>()), smem, stream, order, q));
+  NVFP4MOE_CUDA_TRY(launch_kernel(kernel, dim3(uint32_t(grid)), dim3(sm90::threads<kBlockT>()), smem, stream,
+                                  LaunchOrder::kAfterPrevious, p));
   NVFP4MOE_CUDA_CHECK_LAUNCH("nvfp4_grouped_gemm_kernel");
   if (p.k_splits > 1) return launch_reduce_split_k(p, num_sms, stream);
   return ok_status();
@@ -61,11 +59,10 @@ int32_t choose_k_splits(int64_t num_tokens, int64_t top_k, int64_t num_experts, 
   return without_empty_split(std::max<int64_t>(splits, 1));
 }
 
-Status launch_grouped_gemm(const GemmParams& p, int32_t block_t, int num_sms, cudaStream_t stream,
-                           LaunchOrder order) {
+Status launch_grouped_gemm(const GemmParams& p, int32_t block_t, int num_sms, cudaStream_t stream) {
   switch (block_t) {
-    case 32: return launch_sm90<32>(p, num_sms, stream, order);
-    case 128: return launch_sm90<128>(p, num_sms, stream, order);
+    case 32: return launch_sm90<32>(p, num_sms, stream);
+    case 128: return launch_sm90<128>(p, num_sms, stream);
     default: return make_status(StatusCode::kInternal, "no grouped GEMM instance for a token tile of ", block_t);
   }
 }

@@ -33,7 +33,6 @@
 #include "cuda/gemm_params.hpp"
 #include "cuda/pipeline_state.cuh"
 #include "cuda/ptx/async_copy.cuh"
-#include "cuda/ptx/grid_dependency.cuh"
 #include "cuda/ptx/mbarrier.cuh"
 #include "cuda/ptx/sync.cuh"
 #include "cuda/ptx/wgmma.cuh"
@@ -329,11 +328,6 @@ __global__ void __launch_bounds__(threads<kBlockT>(), 1) nvfp4_grouped_gemm_kern
     ptx::fence_mbarrier_init();
   }
   __syncthreads();
-  // Everything below may read the previous kernel's output (the plan, the
-  // activations, the tile queue it rewinds); the next kernel may be
-  // scheduled now and wait for this one in turn (LaunchOrder, launch.hpp).
-  if (p.overlaps_previous) ptx::grid_dependency_wait();
-  if (p.next_overlaps) ptx::launch_dependents();
   if (threadIdx.x >= kConsumerThreads) {
     ptx::setmaxnreg_dec<Config::kProducerRegs>();
     producer<kBlockT>(p, s, threadIdx.x - kConsumerThreads);
