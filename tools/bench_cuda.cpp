@@ -114,12 +114,18 @@ struct Graphs {
 };
 
 // Captures enqueue(r) for each rotation r, then times replays (r = i % n).
-Status time_graphs(Env& env, int reps, const std::function<Status(int)>& enqueue, double* us) {
+// With calls_per_graph > 1 each graph holds that many calls, enqueue(r),
+// enqueue(r + 1), ..., and *us is the time per call: the cost of a call
+// inside a longer graph, as in a model's captured forward pass, without the
+// launch of a graph that holds nothing else.
+Status time_graphs(Env& env, int reps, const std::function<Status(int)>& enqueue, double* us,
+                   int calls_per_graph = 1) {
   Graphs graphs;
   for (int r = 0; r < kRotations; ++r) {
     cudaGraph_t g;
     NVFP4MOE_CUDA_TRY(cudaStreamBeginCapture(env.stream, cudaStreamCaptureModeGlobal));
-    const Status st = enqueue(r);
+    Status st = ok_status();
+    for (int i = 0; i < calls_per_graph && st.ok(); ++i) st = enqueue((r + i) % kRotations);
     const cudaError_t end = cudaStreamEndCapture(env.stream, &g);
     NVFP4MOE_RETURN_IF_ERROR(st);
     NVFP4MOE_RETURN_IF_ERROR(nc::cuda_status(end, "cudaStreamEndCapture"));
@@ -128,10 +134,27 @@ Status time_graphs(Env& env, int reps, const std::function<Status(int)>& enqueue
     cudaGraphDestroy(g);
     graphs.exec.push_back(exec);
   }
-  return bs::median_us(env.stream, 3, reps, [&](int i) {
+  NVFP4MOE_RETURN_IF_ERROR(bs::median_us(env.stream, 3, reps, [&](int i) {
     const cudaError_t e = cudaGraphLaunch(graphs.exec[size_t(i) % graphs.exec.size()], env.stream);
     return nc::cuda_status(e, "cudaGraphLaunch");
-  }, us);
+  }, us));
+  *us /= calls_per_graph;
+  return ok_status();
+}
+
+// Calls per graph for the in-graph figures (plan_in_graph_us, us_in_graph).
+constexpr int kCallsPerGraph = 8;
+
+// Decode sizes (T <= 8), where a graph's own launch is a large part of a
+// single call: us_in_graph, the time per call in a graph of kCallsPerGraph
+// calls (rotating routings, activations and weight copies as above).
+Status time_in_graph(Env& env, int reps, int64_t num_tokens, const std::function<Status(int)>& enqueue,
+                     BenchResult* out) {
+  if (num_tokens > 8) return ok_status();
+  double us = 0;
+  NVFP4MOE_RETURN_IF_ERROR(time_graphs(env, reps, enqueue, &us, kCallsPerGraph));
+  out->extra.push_back({"us_in_graph", us});
+  return ok_status();
 }
 
 }  // namespace
@@ -162,13 +185,14 @@ Status run_case_cuda(const BenchCase& c, BenchResult* out) {
   count_work(c, ids[0], &out->flops, &out->weight_bytes);
 
   double us = 0;
+  std::function<Status(int)> enqueue;  // one call on rotation r
   if (c.op == Op::kLayer) {
     std::vector<nc::DeviceMoeLayer>* layers = nullptr;
     NVFP4MOE_RETURN_IF_ERROR(layers_for(*env, p, &layers));
     nc::DeviceBuffer dw, dout;
     NVFP4MOE_RETURN_IF_ERROR(upload_vec(random_route_weights(T, k, c.seed), &dw));
     NVFP4MOE_RETURN_IF_ERROR(nc::DeviceBuffer::allocate(size_t(std::max<int64_t>(T * p.hidden, 1)) * 4, &dout));
-    NVFP4MOE_RETURN_IF_ERROR(time_graphs(*env, reps, [&](int r) {
+    enqueue = [&](int r) {
       nc::CudaMoeLayerArgs a;
       a.layer = &(*layers)[size_t(r) % layers->size()];
       a.x = dx[r].get();
@@ -181,13 +205,15 @@ Status run_case_cuda(const BenchCase& c, BenchResult* out) {
       a.schedule = c.schedule;
       a.unfused = c.unfused;
       return nc::moe_layer(*env->ctx, a, env->stream);
-    }, &us));
+    };
+    NVFP4MOE_RETURN_IF_ERROR(time_graphs(*env, reps, enqueue, &us));
+    NVFP4MOE_RETURN_IF_ERROR(time_in_graph(*env, reps, T, enqueue, out));
   } else {
     std::vector<nc::DeviceExpertWeights>* weights = nullptr;
     NVFP4MOE_RETURN_IF_ERROR(weights_for(*env, p, c.op, &weights));
     nc::DeviceBuffer dy;
     NVFP4MOE_RETURN_IF_ERROR(nc::DeviceBuffer::allocate(size_t(std::max<int64_t>(pairs * rows, 1)) * 2, &dy));
-    NVFP4MOE_RETURN_IF_ERROR(time_graphs(*env, reps, [&](int r) {
+    enqueue = [&](int r) {
       nc::CudaMulMatIdArgs a;
       a.weights = &(*weights)[size_t(r) % weights->size()];
       a.x = dx[r].get();
@@ -200,7 +226,9 @@ Status run_case_cuda(const BenchCase& c, BenchResult* out) {
       a.y_dtype = DType::kBF16;
       a.schedule = c.schedule;
       return nc::mul_mat_id(*env->ctx, a, env->stream);
-    }, &us));
+    };
+    NVFP4MOE_RETURN_IF_ERROR(time_graphs(*env, reps, enqueue, &us));
+    NVFP4MOE_RETURN_IF_ERROR(time_in_graph(*env, reps, T, enqueue, out));
 
     // Peer: cuBLAS BF16 grouped GEMM on the same routing, rows pre-sorted.
     const std::string key = p.name + "." + op_name(c.op);
@@ -223,25 +251,19 @@ Status run_case_cuda(const BenchCase& c, BenchResult* out) {
     return nc::build_plan(*env->ctx, dids[r].as<int32_t>(), T, k, E, block, env->stream);
   }, &plan_us));
 
-  // The plan as one node of a longer graph, as it runs inside a model's
-  // captured forward pass: kPlanChain plans per graph (rotating routings),
-  // time / kPlanChain. plan_us also pays the launch of a graph that holds
-  // nothing else (~3 us on an H200).
-  constexpr int kPlanChain = 8;
-  double chain_us = 0;
+  // The plan as one node of a longer graph (time_graphs): plan_us also pays
+  // the launch of a graph that holds nothing else (~3 us on an H200).
+  double plan_in_graph_us = 0;
   NVFP4MOE_RETURN_IF_ERROR(time_graphs(*env, reps, [&](int r) {
-    for (int i = 0; i < kPlanChain; ++i)
-      NVFP4MOE_RETURN_IF_ERROR(
-          nc::build_plan(*env->ctx, dids[(r + i) % kRotations].as<int32_t>(), T, k, E, block, env->stream));
-    return ok_status();
-  }, &chain_us));
+    return nc::build_plan(*env->ctx, dids[r].as<int32_t>(), T, k, E, block, env->stream);
+  }, &plan_in_graph_us, kCallsPerGraph));
 
   out->us_median = us;
   const double roofline_us =
       std::max(out->flops / (env->peak_tflops * 1e12), out->weight_bytes / (env->read_gbps * 1e9)) * 1e6;
   out->extra.push_back({"roofline", roofline_us / us});
   out->extra.push_back({"plan_us", plan_us});
-  out->extra.push_back({"plan_in_graph_us", chain_us / kPlanChain});
+  out->extra.push_back({"plan_in_graph_us", plan_in_graph_us});
   // 0: T <= 8 runs the weight streamer, which needs no plan (plan_us is then
   // what the plan would cost, not part of us).
   const int64_t stream_k = c.op == Op::kLayer ? std::max(p.hidden, p.ffn) : cols;
