@@ -52,16 +52,13 @@ __device__ __forceinline__ void dequant_e2m1x8_bf16(uint32_t word, uint32_t f_g,
 // Where thread t (0..127, i.e. warp t / 32 of the 64-row chunk's four) finds
 // its k64 fragment inside a 2304-byte chunk: 16 code bytes, then the 8
 // scale codes of its row pair (g, g + 8). Shared memory or global memory.
-// code_bytes: where the scales start, for a copy of the first warps' part
-// of a chunk (their codes, then their scales).
 struct FragmentRef {
   const uint8_t* codes;
   const uint8_t* scales;
 };
-__device__ __forceinline__ FragmentRef fragment_ref(const uint8_t* chunk, int t,
-                                                    int code_bytes = kSm90ChunkCodeBytes) {
+__device__ __forceinline__ FragmentRef fragment_ref(const uint8_t* chunk, int t) {
   const int warp = t / 32, g = (t % 32) / 4;
-  return {chunk + t * 16, chunk + code_bytes + (warp * 8 + g) * 8};
+  return {chunk + t * 16, chunk + kSm90ChunkCodeBytes + (warp * 8 + g) * 8};
 }
 
 // The thread's whole k64 fragment: four k16 steps of A registers. mul:

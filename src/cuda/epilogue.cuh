@@ -62,18 +62,13 @@ __device__ __forceinline__ float4 finish4(const GemmParams& p, float4 v, const f
 }
 
 // Column of gate feature f in the interleaved gate_up layout (64-row blocks
-// alternate gate, up); up is 64 columns further. In a tile of gate_rows-row
-// gate and up blocks (a streamer CTA of half chunks: 32), up is gate_rows
-// columns further.
-__device__ __forceinline__ int64_t gate_column(int64_t f, int64_t gate_rows = 64) {
-  return (f / gate_rows) * 2 * gate_rows + f % gate_rows;
-}
+// alternate gate, up); up is 64 columns further.
+__device__ __forceinline__ int64_t gate_column(int64_t f) { return (f / 64) * 128 + f % 64; }
 
 // Called by all threads of the consumer warpgroups (num_threads) once the
 // tile and its row table are in shared memory. tile_stride: floats between
 // token rows. With split K the tile goes, raw, to the partial-sum buffer.
-// kGateRows: the height of the tile's gate and up blocks (SwiGLU).
-template <int kChunks, int kGateRows = 64>
+template <int kChunks>
 __device__ __forceinline__ void epilogue_store(const GemmParams& p, const WorkTile& w, const float* tile,
                                                int tile_stride, const EpilogueRows* rows, int thread,
                                                int num_threads) {
@@ -96,10 +91,10 @@ __device__ __forceinline__ void epilogue_store(const GemmParams& p, const WorkTi
   for (int item = thread; item < w.num_rows * (out_tile / 4); item += num_threads) {
     const int tr = item / (out_tile / 4), c = (item % (out_tile / 4)) * 4;
     if (col0 + c >= out_cols) continue;
-    const float* src = tile + tr * tile_stride + (swiglu ? gate_column(c, kGateRows) : c);
+    const float* src = tile + tr * tile_stride + (swiglu ? gate_column(c) : c);
     const EpilogueRows row = rows[tr];
-    const float4 v = finish4(p, *reinterpret_cast<const float4*>(src),
-                             reinterpret_cast<const float4*>(src + kGateRows), row.route_w);
+    const float4 v = finish4(p, *reinterpret_cast<const float4*>(src), reinterpret_cast<const float4*>(src + 64),
+                             row.route_w);
     store4(p, row.out_row, col0 + c, v);
   }
 }

@@ -109,16 +109,9 @@ inline bool use_weight_streamer(int64_t num_tokens, int64_t k) {
   return num_tokens >= 1 && num_tokens <= kStreamMaxTokens &&
          weight_streamer_staged_bytes(num_tokens, k) <= kStreamMaxStagedBytes;
 }
-// SwiGLU streams gate/up pairs as 32-row halves of both chunks, 64 rows
-// per CTA like the other ops, twice the CTAs of whole 128-row pairs.
-// NVFP4MOE_STREAM_WHOLE_PAIRS=1 streams whole pairs (experiments only).
-inline bool streamer_half_pairs() {
-  const char* env = std::getenv("NVFP4MOE_STREAM_WHOLE_PAIRS");
-  return !(env && env[0] == '1');
-}
-// Its grid: 64-row blocks of N (128-row gate/up pairs when whole) x pairs.
+// Its grid: 64-row blocks of N (128-row gate/up pairs with SwiGLU) x pairs.
 inline int64_t weight_streamer_ctas(int64_t n, bool swiglu, int64_t num_tokens, int64_t top_k) {
-  return n / (swiglu && !streamer_half_pairs() ? 128 : 64) * num_tokens * top_k;
+  return n / (swiglu ? 128 : 64) * num_tokens * top_k;
 }
 // Whether a streamer should overlap its predecessor: only a grid of more
 // CTAs than SMs. NOTES: H200 (A/B at b36a5e3,

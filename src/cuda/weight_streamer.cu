@@ -49,35 +49,22 @@ constexpr int kAllThreads = kThreads + 32;      // + the producer warp
 constexpr int kMaxStages = 8;
 constexpr uint32_t kConsumerBarrier = 1;        // named barrier of the consumer warps
 
-// A CTA's weight rows: one piece of each of kChunks 64-row chunks, the
-// whole chunk, or with kHalf (SwiGLU gate/up pairs) the same 32-row half of
-// both: warps 2h, 2h + 1 of the fragment layout, whose codes and scales are
-// two contiguous runs of each chunk (sm90_fragment.hpp).
-template <int kChunks, bool kHalf>
+template <int kChunks>
 struct StreamConfig {
-  static_assert(!kHalf || kChunks == 2, "half chunks are for gate/up pairs");
-  static constexpr int kChunkCount = kChunks;
-  static constexpr bool kHalves = kHalf;
-  static constexpr int kPieceRows = kHalf ? 32 : 64;
-  static constexpr int kPieceCodeBytes = kSm90ChunkCodeBytes * kPieceRows / 64;
-  static constexpr int kPieceScaleBytes = kSm90ChunkScaleBytes * kPieceRows / 64;
-  static constexpr int kPieceBytes = kPieceCodeBytes + kPieceScaleBytes;
-  static constexpr int kWarpsPerPiece = kPieceRows / 16;
-  static constexpr int kWarpsN = kWarpsPerPiece * kChunks;
+  static constexpr int kWarpsN = 4 * kChunks;
   static constexpr int kWarpsK = kThreads / 32 / kWarpsN;
-  static constexpr int kRows = kPieceRows * kChunks;  // weight rows of the CTA
-  static constexpr int kTileStride = kRows + 4;      // floats between token rows of the tile
+  static constexpr int kRows = 64 * kChunks;      // weight rows of the CTA
+  static constexpr int kTileStride = kRows + 4;  // floats between token rows of the tile
   // K blocks per stage: two fragments per consumer warp.
   static constexpr int kStageBlocks = 2 * kWarpsK;
-  static constexpr int kStageBytes = kChunks * kStageBlocks * kPieceBytes;
+  static constexpr int kStageBytes = kChunks * kStageBlocks * kSm90ChunkBytes;
 };
-static_assert(StreamConfig<1, false>::kStageBytes == kStreamStageBytes &&
-                  StreamConfig<2, false>::kStageBytes == kStreamStageBytes &&
-                  StreamConfig<2, true>::kStageBytes == kStreamStageBytes,
+static_assert(StreamConfig<1>::kStageBytes == kStreamStageBytes && StreamConfig<2>::kStageBytes == kStreamStageBytes,
               "launch.hpp sizes the ring with kStreamStageBytes");
 
-template <typename C>
+template <int kChunks>
 struct StreamShared {
+  using C = StreamConfig<kChunks>;
   float partial[C::kWarpsK][kStreamKernelMaxTokens][C::kRows];
   float tile[kStreamKernelMaxTokens * C::kTileStride];
   EpilogueRows rows[kStreamKernelMaxTokens];
@@ -144,50 +131,36 @@ __device__ __forceinline__ void stage_b_fragments(const GemmParams& p, const int
   }
 }
 
-// Producer: the CTA's weight slab, stage after stage, into the ring: per
-// chunk, its run of K blocks in one copy, or with half chunks two copies per
-// K block (the half's codes, then its scales). w0: the CTA's first chunk;
-// half: which half of each chunk.
-template <typename C>
-__device__ void stream_weights(StreamShared<C>& s, uint8_t* ring, int num_stages, const uint8_t* w0,
-                               int32_t k_blocks, int half) {
+// Producer: the CTA's weight slab, stage after stage, into the ring.
+template <int kChunks>
+__device__ void stream_weights(StreamShared<kChunks>& s, uint8_t* ring, int num_stages,
+                               const uint8_t* w0, int32_t k_blocks) {
+  using C = StreamConfig<kChunks>;
   const int32_t iters = (k_blocks + C::kStageBlocks - 1) / C::kStageBlocks;
   PipelineState ps;
   for (int32_t it = 0; it < iters; ++it, ps.advance(num_stages)) {
     const int slot = ps.stage;
     ptx::mbarrier_wait_parity(&s.empty[slot], ps.phase ^ 1u);
     const int32_t kb0 = it * C::kStageBlocks, blocks = min(C::kStageBlocks, k_blocks - kb0);
-    ptx::mbarrier_arrive_expect_tx(&s.full[slot], uint32_t(C::kChunkCount * blocks * C::kPieceBytes));
+    const uint32_t bytes = uint32_t(blocks) * kSm90ChunkBytes;
+    ptx::mbarrier_arrive_expect_tx(&s.full[slot], kChunks * bytes);
     uint8_t* dst = ring + size_t(slot) * C::kStageBytes;
 #pragma unroll
-    for (int c = 0; c < C::kChunkCount; ++c) {
-      uint8_t* piece = dst + c * C::kStageBlocks * C::kPieceBytes;
-      const uint8_t* src = w0 + (int64_t(c) * k_blocks + kb0) * kSm90ChunkBytes;
-      if constexpr (!C::kHalves) {
-        ptx::bulk_copy_g2s(piece, src, uint32_t(blocks) * kSm90ChunkBytes, &s.full[slot]);
-      } else {
-        for (int b = 0; b < blocks; ++b) {
-          const uint8_t* chunk = src + b * kSm90ChunkBytes;
-          ptx::bulk_copy_g2s(piece + b * C::kPieceBytes, chunk + half * C::kPieceCodeBytes, C::kPieceCodeBytes,
-                             &s.full[slot]);
-          ptx::bulk_copy_g2s(piece + b * C::kPieceBytes + C::kPieceCodeBytes,
-                             chunk + kSm90ChunkCodeBytes + half * C::kPieceScaleBytes, C::kPieceScaleBytes,
-                             &s.full[slot]);
-        }
-      }
-    }
+    for (int c = 0; c < kChunks; ++c)
+      ptx::bulk_copy_g2s(dst + c * C::kStageBlocks * kSm90ChunkBytes,
+                         w0 + (int64_t(c) * k_blocks + kb0) * kSm90ChunkBytes, bytes, &s.full[slot]);
   }
 }
 
 // kCols = staged_columns(T) is a template parameter so that every B
 // fragment load of the main loop is one LDS at a constant offset (with a
 // runtime column count, each cost three IMADs of address arithmetic).
-template <int kChunks, bool kHalf, int kCols>
+template <int kChunks, int kCols>
 __global__ void __launch_bounds__(kAllThreads, 3) weight_stream_kernel(const __grid_constant__ GemmParams p,
                                                                         int num_stages) {
-  using C = StreamConfig<kChunks, kHalf>;
+  using C = StreamConfig<kChunks>;
   constexpr int kWarpsK = C::kWarpsK;
-  __shared__ StreamShared<C> s;
+  __shared__ StreamShared<kChunks> s;
   // The ring, then the staged activations (staged_columns(T) * K / 2 words).
   extern __shared__ __align__(128) uint8_t dyn[];
   uint8_t* ring = dyn;
@@ -246,14 +219,12 @@ __global__ void __launch_bounds__(kAllThreads, 3) weight_stream_kernel(const __g
   const int32_t expert = s.ids[me];
   if (__syncthreads_or(tid < me && id == expert)) return;
 
-  // Chunks [kChunks * chunk_set, +kChunks) (their half `half`) x K of the
-  // pair's expert.
+  // Rows [64 * kChunks * blockIdx.x, +kRows) x K of the pair's expert.
   const int32_t k_blocks = p.k / 64, n_blocks = p.n / 64;
-  const int32_t chunk_set = kHalf ? blockIdx.x / 2 : blockIdx.x, half = kHalf ? blockIdx.x % 2 : 0;
   const uint8_t* w0 =
-      p.w_packed + (int64_t(expert) * n_blocks + int64_t(chunk_set) * kChunks) * k_blocks * kSm90ChunkBytes;
+      p.w_packed + (int64_t(expert) * n_blocks + int64_t(blockIdx.x) * kChunks) * k_blocks * kSm90ChunkBytes;
   if (producer) {
-    if (lane == 0) stream_weights<C>(s, ring, num_stages, w0, k_blocks, half);
+    if (lane == 0) stream_weights<kChunks>(s, ring, num_stages, w0, k_blocks);
     return;  // the CTA, and with it the ring, lives until the consumers finish
   }
 
@@ -283,8 +254,7 @@ __global__ void __launch_bounds__(kAllThreads, 3) weight_stream_kernel(const __g
   // 4. Consume the ring: warp (wn, wk) dequantizes K blocks wk, wk + kWarpsK
   //    of each stage for its 16 rows, against the staged columns.
   const int wn = warp % C::kWarpsN, wk = warp / C::kWarpsN;
-  // t: the thread's index in its piece's fragment layout.
-  const int chunk = wn / C::kWarpsPerPiece, t = (wn % C::kWarpsPerPiece) * 32 + lane;
+  const int chunk = wn / 4, t = (wn % 4) * 32 + lane;  // t: thread index inside the chunk's fragment
   // Lanes past the staged columns read a staged column again: their output
   // columns are never stored.
   const int g = lane / 4, q = lane % 4;
@@ -298,12 +268,12 @@ __global__ void __launch_bounds__(kAllThreads, 3) weight_stream_kernel(const __g
   for (int32_t it = 0; it < iters; ++it, ps.advance(num_stages)) {
     const int slot = ps.stage;
     ptx::mbarrier_wait_parity(&s.full[slot], ps.phase);
-    const uint8_t* stage = ring + size_t(slot) * C::kStageBytes + chunk * C::kStageBlocks * C::kPieceBytes;
+    const uint8_t* stage = ring + size_t(slot) * C::kStageBytes + chunk * C::kStageBlocks * kSm90ChunkBytes;
     uint4 codes[2];
     uint2 scales[2];
 #pragma unroll
     for (int u = 0; u < 2; ++u) {
-      const FragmentRef f = fragment_ref(stage + (wk + u * kWarpsK) * C::kPieceBytes, t, C::kPieceCodeBytes);
+      const FragmentRef f = fragment_ref(stage + (wk + u * kWarpsK) * kSm90ChunkBytes, t);
       codes[u] = *reinterpret_cast<const uint4*>(f.codes);
       scales[u] = *reinterpret_cast<const uint2*>(f.scales);
     }
@@ -326,7 +296,7 @@ __global__ void __launch_bounds__(kAllThreads, 3) weight_stream_kernel(const __g
   }
 
   // 5. K partials -> tile (warp order, then alpha), then the epilogue.
-  const int row = chunk * C::kPieceRows + (wn % C::kWarpsPerPiece) * 16 + g;
+  const int row = chunk * 64 + (wn % 4) * 16 + g;
   s.partial[wk][2 * q][row] = acc[0][0] + acc[1][0];
   s.partial[wk][2 * q + 1][row] = acc[0][1] + acc[1][1];
   s.partial[wk][2 * q][row + 8] = acc[0][2] + acc[1][2];
@@ -337,46 +307,45 @@ __global__ void __launch_bounds__(kAllThreads, 3) weight_stream_kernel(const __g
     float v = 0.0f;
 #pragma unroll
     for (int w = 0; w < kWarpsK; ++w) v += s.partial[w][tok][r];
-    const float* alpha = (p.epilogue == EpilogueKind::kSwiGLU && r >= C::kRows / 2) ? p.alpha_up : p.alpha;
+    const float* alpha = (p.epilogue == EpilogueKind::kSwiGLU && r >= 64) ? p.alpha_up : p.alpha;
     s.tile[tok * C::kTileStride + r] = v * ((alpha ? alpha[expert] : 1.0f) * kWeightDownscale);
   }
   ptx::named_barrier_sync(kConsumerBarrier, kThreads);
   const WorkTile w{expert, 0, num_rows, 0, int32_t(blockIdx.x), 0, 0, k_blocks};
-  epilogue_store<C::kRows / 64, C::kPieceRows>(p, w, s.tile, C::kTileStride, s.rows, tid, kThreads);
+  epilogue_store<kChunks>(p, w, s.tile, C::kTileStride, s.rows, tid, kThreads);
 }
 
-template <int kChunks, bool kHalf, int kCols>
+template <int kChunks, int kCols>
 Status launch_stream(const GemmParams& p, int num_sms, cudaStream_t stream, LaunchOrder order) {
   const int32_t pairs = p.num_tokens * p.top_k;
-  const dim3 grid(uint32_t(p.n / StreamConfig<kChunks, kHalf>::kRows), uint32_t(pairs));
-  const int64_t ctas = int64_t(grid.x) * grid.y;
+  const dim3 grid(uint32_t(p.n / (64 * kChunks)), uint32_t(pairs));
+  const int64_t ctas = weight_streamer_ctas(p.n, kChunks == 2, p.num_tokens, p.top_k);
   const size_t staged = weight_streamer_staged_bytes(p.num_tokens, p.k);
   const int stages = weight_streamer_stages(staged, ctas, num_sms);
   GemmParams q = p;
   q.overlaps_previous = order == LaunchOrder::kOverlapPrevious;
   const size_t smem = size_t(stages) * kStreamStageBytes + staged;
-  auto kernel = weight_stream_kernel<kChunks, kHalf, kCols>;
+  auto kernel = weight_stream_kernel<kChunks, kCols>;
   NVFP4MOE_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   NVFP4MOE_CUDA_TRY(launch_kernel(kernel, grid, dim3(kAllThreads), smem, stream, order, q, stages));
   NVFP4MOE_CUDA_CHECK_LAUNCH("weight_stream_kernel");
   return ok_status();
 }
 
-template <int kChunks, bool kHalf>
+template <int kChunks>
 Status launch_stream_chunks(const GemmParams& p, int num_sms, cudaStream_t stream, LaunchOrder order) {
   static_assert(kStreamKernelMaxTokens == 8, "one instantiation per staged column count 1, 2, 4, 8");
   switch (staged_columns(p.num_tokens)) {
-    case 1: return launch_stream<kChunks, kHalf, 1>(p, num_sms, stream, order);
-    case 2: return launch_stream<kChunks, kHalf, 2>(p, num_sms, stream, order);
-    case 4: return launch_stream<kChunks, kHalf, 4>(p, num_sms, stream, order);
-    default: return launch_stream<kChunks, kHalf, 8>(p, num_sms, stream, order);
+    case 1: return launch_stream<kChunks, 1>(p, num_sms, stream, order);
+    case 2: return launch_stream<kChunks, 2>(p, num_sms, stream, order);
+    case 4: return launch_stream<kChunks, 4>(p, num_sms, stream, order);
+    default: return launch_stream<kChunks, 8>(p, num_sms, stream, order);
   }
 }
 
 Status launch_stream_for_columns(const GemmParams& p, int num_sms, cudaStream_t stream, LaunchOrder order) {
-  if (p.epilogue != EpilogueKind::kSwiGLU) return launch_stream_chunks<1, false>(p, num_sms, stream, order);
-  return streamer_half_pairs() ? launch_stream_chunks<2, true>(p, num_sms, stream, order)
-                               : launch_stream_chunks<2, false>(p, num_sms, stream, order);
+  return p.epilogue == EpilogueKind::kSwiGLU ? launch_stream_chunks<2>(p, num_sms, stream, order)
+                                             : launch_stream_chunks<1>(p, num_sms, stream, order);
 }
 
 }  // namespace

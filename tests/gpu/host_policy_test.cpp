@@ -72,7 +72,7 @@ TEST(CudaHostPolicy, WeightStreamerRingFitsItsBudget) {
 // at T = 2 it does.
 TEST(CudaHostPolicy, StreamerOverlapNeedsMoreCtasThanSms) {
   EXPECT_EQ(256, cuda::weight_streamer_ctas(2048, false, 1, 8));
-  EXPECT_EQ(192, cuda::weight_streamer_ctas(1536, true, 1, 8));  // qwen3 gate_up: halves of gate/up pairs
+  EXPECT_EQ(96, cuda::weight_streamer_ctas(1536, true, 1, 8));  // qwen3 gate_up: gate/up row pairs
   EXPECT_TRUE(cuda::streamer_overlap_pays(cuda::weight_streamer_ctas(2048, false, 1, 8), 132));
   EXPECT_TRUE(cuda::streamer_overlap_pays(cuda::weight_streamer_ctas(2880, false, 1, 4), 132));
   EXPECT_FALSE(cuda::streamer_overlap_pays(cuda::weight_streamer_ctas(4096, false, 1, 2), 132));
