@@ -87,12 +87,11 @@ struct TileScheduler {
     pending = queued && fetcher ? atomicAdd(&p.queue->next, 1) : 0;
   }
 
-  // The fetcher takes the item after the current one when it issues the
-  // current tile's third-to-last copies (prefetch_next), a pipeline's depth
-  // before the consumers finish the tile: the atomic's round trip (~1 us) is
-  // then not waited for at the next tile's start, and no CTA holds an item
-  // it cannot start soon. (Right after the last copies, the producer's
-  // spills grew from 28 to 188 bytes, some inside its copy loop.) Taken at the previous tile's start instead, every CTA held one
+  // The fetcher takes the item after the current one once it has issued the
+  // current tile's last copies (prefetch_next), a pipeline's depth before the
+  // consumers finish the tile: the atomic's round trip (~1 us) is then never
+  // waited for at a tile's start, and no CTA holds an item it cannot start
+  // soon. Taken at the previous tile's start instead, every CTA held one
   // item ahead: with 1-2 items per CTA (mixtral down, T = 512) that left the
   // last wave to the CTAs that took first while the others idled.
   __device__ void prefetch_next() {

@@ -159,8 +159,8 @@ __device__ void producer(const GemmParams& p, SharedStorage<kBlockT>& s, int t) 
       }
       ptx::cp_async_mbarrier_arrive_noinc(&s.full[ps.stage]);
       ps.advance<kStages>();
-      if (kb == max(w.k_begin, w.k_end - 3)) sched.prefetch_next();
     }
+    sched.prefetch_next();
   }
   ptx::cp_async_wait_all();  // no copy may outlive its issuing thread
 }
