@@ -74,7 +74,7 @@ struct TileScheduler {
   int32_t per_row_tile;  // n_tiles * k_splits
   int32_t total;
   int32_t next;     // rect: this CTA's next item
-  int32_t pending;  // compact, fetcher: the item taken for the next call, or -1: none taken yet
+  int32_t pending;  // compact, fetcher: the item taken for the next call
   PipelineState ring_state;
 
   __device__ TileScheduler(const GemmParams& params, ItemRing& item_ring, bool is_fetcher)
@@ -87,27 +87,19 @@ struct TileScheduler {
     pending = queued && fetcher ? atomicAdd(&p.queue->next, 1) : 0;
   }
 
-  // The fetcher takes the item after the current one once it has issued the
-  // current tile's last copies (prefetch_next), a pipeline's depth before the
-  // consumers finish the tile: the atomic's round trip (~1 us) is then never
-  // waited for at a tile's start, and no CTA holds an item it cannot start
-  // soon. Taken at the previous tile's start instead, every CTA held one
-  // item ahead: with 1-2 items per CTA (mixtral down, T = 512) that left the
-  // last wave to the CTAs that took first while the others idled.
-  __device__ void prefetch_next() {
-    if (queued && fetcher && pending < 0) pending = atomicAdd(&p.queue->next, 1);
-  }
-
-  // The next compact item for this warp, -1 when none is left.
+  // The next compact item for this warp, -1 when none is left. The fetcher
+  // takes each item one tile ahead, so the atomic's round trip (~1 us) is
+  // never waited for at a tile's start, where the producer's copies would
+  // pause for it.
   __device__ int32_t take_item() {
     const int slot = ring_state.stage;
     const uint32_t phase = ring_state.phase;
     if (fetcher) {
       ptx::mbarrier_wait_parity(&ring.empty[slot], phase ^ 1u);
-      prefetch_next();  // not taken yet: the first call, or a tile without K blocks
       int32_t item = pending;
-      pending = -1;
-      if (item >= total) {
+      if (item < total) {
+        pending = atomicAdd(&p.queue->next, 1);
+      } else {
         item = -1;
         // This CTA takes nothing more. The last CTA to get here finds every
         // other CTA's final take behind it and rewinds the queue for the

@@ -16,12 +16,9 @@ Status launch_sm90(const GemmParams& p, int num_sms, cudaStream_t stream) {
   constexpr size_t smem = sm90::smem_bytes<kBlockT>();
   constexpr int kChunks = sm90::TileConfig<kBlockT>::kChunks;
   NVFP4MOE_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-  // rect: every expert x its worst-case row tiles x N tiles x K splits.
-  // compact: persistent, one CTA per SM, but never more CTAs than rect has
-  // items. NOTES: mixtral down at T = 16 (8 experts x 16 N tiles = 128
-  // items) ran 0.87x of rect on 132 CTAs in two full runs (3d8f74f, e0174df).
-  const int64_t rect_items = int64_t(p.num_experts) * p.rect_tiles_per_expert * p.n_tiles(kChunks) * p.k_splits;
-  const int64_t grid = p.schedule == Schedule::kRect ? rect_items : std::min<int64_t>(num_sms, rect_items);
+  int64_t grid = num_sms;  // compact: persistent, one CTA per SM
+  if (p.schedule == Schedule::kRect)
+    grid = int64_t(p.num_experts) * p.rect_tiles_per_expert * p.n_tiles(kChunks) * p.k_splits;
   if (grid <= 0) return ok_status();
   if (grid > INT32_MAX)
     return make_status(StatusCode::kOutOfRange, "rect schedule grid of ", grid, " CTAs exceeds the launch limit");

@@ -160,7 +160,6 @@ __device__ void producer(const GemmParams& p, SharedStorage<kBlockT>& s, int t) 
       ptx::cp_async_mbarrier_arrive_noinc(&s.full[ps.stage]);
       ps.advance<kStages>();
     }
-    sched.prefetch_next();
   }
   ptx::cp_async_wait_all();  // no copy may outlive its issuing thread
 }
