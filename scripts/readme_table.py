@@ -1,14 +1,15 @@
 #!/usr/bin/env python3
-"""The README's results table from one results file of scripts/gpu-check.sh.
-   scripts/readme_table.py bench/results/FILE.json"""
+"""The README's results table from results files of scripts/gpu-check.sh (one run may be split over several calls,
+for example decode and prefill token counts).
+   scripts/readme_table.py bench/results/FILE.json [FILE.json ...]"""
 import json
 import sys
 
-run = json.load(open(sys.argv[1]))
 recs = {}
-for b in run["bench"]:
-    if "us" in b and b["routing"] == "uniform":
-        recs[(b["preset"], b["op"], b["tokens"], b["schedule"], bool(b.get("unfused")))] = b
+for path in sys.argv[1:]:
+    for b in json.load(open(path))["bench"]:
+        if "us" in b and b["routing"] == "uniform":
+            recs[(b["preset"], b["op"], b["tokens"], b["schedule"], bool(b.get("unfused")))] = b
 print("| preset | op | T | µs | µs in a graph of 8 | TFLOP/s | GB/s (NVFP4 hit) | roofline | vs cuBLAS BF16 | vs torch | compact vs rect |"
       " fused vs unfused |")
 print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
