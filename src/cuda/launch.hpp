@@ -31,20 +31,29 @@ inline bool serial_launches_forced() {
   return env && env[0] == '1';
 }
 
+// cudaLaunchKernelEx with at most one launch attribute (nullptr: none).
 template <typename... Params, typename... Args>
-cudaError_t launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
-                          LaunchOrder order, Args&&... args) {
+cudaError_t launch_kernel_with(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
+                               cudaLaunchAttribute* attribute, Args&&... args) {
   cudaLaunchConfig_t config = {};
   config.gridDim = grid;
   config.blockDim = block;
   config.dynamicSmemBytes = smem;
   config.stream = stream;
+  config.attrs = attribute;
+  config.numAttrs = attribute ? 1 : 0;
+  return cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
+}
+
+template <typename... Params, typename... Args>
+cudaError_t launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
+                          LaunchOrder order, Args&&... args) {
   cudaLaunchAttribute overlap = {};
   overlap.id = cudaLaunchAttributeProgrammaticStreamSerialization;
   overlap.val.programmaticStreamSerializationAllowed = 1;
-  config.attrs = &overlap;
-  config.numAttrs = order == LaunchOrder::kOverlapPrevious && !serial_launches_forced() ? 1 : 0;
-  return cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
+  const bool overlapped = order == LaunchOrder::kOverlapPrevious && !serial_launches_forced();
+  return launch_kernel_with(kernel, grid, block, smem, stream, overlapped ? &overlap : nullptr,
+                            std::forward<Args>(args)...);
 }
 
 // Token-tile heights with a compiled kernel.

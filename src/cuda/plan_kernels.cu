@@ -366,19 +366,13 @@ Status launch_build_plan(const int32_t* ids, int64_t num_tokens, int64_t top_k, 
   const int ctas = plan_grid_ctas(num_tokens * top_k, num_experts, plan.max_ctas);
   const size_t smem = plan_smem_bytes(num_experts);
   NVFP4MOE_CUDA_TRY(cudaFuncSetAttribute(build_plan_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-  cudaLaunchConfig_t config = {};
-  config.gridDim = dim3(unsigned(ctas));
-  config.blockDim = dim3(kPlanThreads);
-  config.dynamicSmemBytes = smem;
-  config.stream = stream;
   // Cooperative: the driver refuses the launch rather than let the grid
   // barrier wait for a CTA that cannot become resident.
   cudaLaunchAttribute cooperative = {};
   cooperative.id = cudaLaunchAttributeCooperative;
   cooperative.val.cooperative = 1;
-  config.attrs = &cooperative;
-  config.numAttrs = ctas > 1 ? 1 : 0;
-  NVFP4MOE_CUDA_TRY(cudaLaunchKernelEx(&config, build_plan_kernel, ids, int32_t(num_tokens), int32_t(top_k),
+  NVFP4MOE_CUDA_TRY(launch_kernel_with(build_plan_kernel, dim3(unsigned(ctas)), dim3(kPlanThreads), smem, stream,
+                                       ctas > 1 ? &cooperative : nullptr, ids, int32_t(num_tokens), int32_t(top_k),
                                        int32_t(num_experts), block_rows, plan));
   NVFP4MOE_CUDA_CHECK_LAUNCH("build_plan_kernel");
   return ok_status();
