@@ -69,8 +69,8 @@ __device__ __forceinline__ void dequant_fragment(const uint4& codes, const uint2
 #pragma unroll
   for (int step = 0; step < 4; ++step) {
     const uint32_t sw = step < 2 ? scales.x : scales.y;
-    dequant_e2m1x8_bf16(words[step], scale_factor_bf16x2(sw, step % 2, mul), scale_factor_bf16x2(sw, 2 + step % 2, mul),
-                        a[step]);
+    const uint32_t f_g = scale_factor_bf16x2(sw, step % 2, mul), f_g8 = scale_factor_bf16x2(sw, 2 + step % 2, mul);
+    dequant_e2m1x8_bf16(words[step], f_g, f_g8, a[step]);
   }
 }
 
