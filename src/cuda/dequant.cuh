@@ -62,9 +62,7 @@ __device__ __forceinline__ FragmentRef fragment_ref(const uint8_t* chunk, int t)
 }
 
 // The thread's whole k64 fragment: four k16 steps of A registers. mul:
-// kScaleCodeMul, or a copy of it (above). Step s uses code word s and the
-// scale codes in bytes s % 2 (row g) and 2 + s % 2 (row g + 8) of scale word
-// s / 2.
+// kScaleCodeMul, or a copy of it (above).
 __device__ __forceinline__ void dequant_fragment(const uint4& codes, const uint2& scales, uint32_t mul,
                                                  uint32_t (&a)[4][4]) {
   const uint32_t words[4] = {codes.x, codes.y, codes.z, codes.w};

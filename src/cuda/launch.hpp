@@ -122,15 +122,6 @@ inline bool use_weight_streamer(int64_t num_tokens, int64_t k) {
 inline int64_t weight_streamer_ctas(int64_t n, bool swiglu, int64_t num_tokens, int64_t top_k) {
   return n / (swiglu ? 128 : 64) * num_tokens * top_k;
 }
-// Whether a T = 1 streamer grid (of grid_ctas CTAs) splits each warp's k16
-// steps over two warps (weight_streamer.cu; the same output bits): when the
-// grid fits one CTA per SM, where the 16-warp CTA costs no residency.
-// NVFP4MOE_STREAM_STEP_SPLIT=0/1 forces it (experiments, and the test that
-// both give the same bits).
-inline bool weight_streamer_step_split(int64_t grid_ctas, int num_sms) {
-  if (const char* env = std::getenv("NVFP4MOE_STREAM_STEP_SPLIT")) return env[0] == '1';
-  return grid_ctas <= num_sms;
-}
 // Whether a streamer should overlap its predecessor: only a grid of more
 // CTAs than SMs. NOTES: H200 (A/B at b36a5e3,
 // bench/results/2026-11-30-h200-ab-b36a5e3-layer-overlap.json): the layer at

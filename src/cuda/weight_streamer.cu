@@ -44,46 +44,33 @@
 namespace nvfp4moe::cuda {
 namespace {
 
-constexpr int kBaseThreads = 256;               // consumer threads without the step split
-constexpr int kMaxPairs = kBaseThreads;         // T * k of a call (launch_weight_streamer)
+constexpr int kThreads = 256;                   // consumer warps
+constexpr int kAllThreads = kThreads + 32;      // + the producer warp
 constexpr int kMaxStages = 8;
 constexpr uint32_t kConsumerBarrier = 1;        // named barrier of the consumer warps
 
-// kStepWarps = 2 (the step split, weight_streamer_step_split): each warp's
-// work is shared by two warps, one taking the even and one the odd k16 steps
-// of every fragment. Those are exactly the two accumulator chains of the
-// unsplit warp, summed the same way afterwards, so the output bits are the
-// same; each warp dequantizes half the steps, and the CTA has 16 consumer
-// warps (one CTA per SM).
-template <int kChunks, int kStepWarps>
+template <int kChunks>
 struct StreamConfig {
   static constexpr int kWarpsN = 4 * kChunks;
-  static constexpr int kWarpsK = kBaseThreads / 32 / kWarpsN;
-  static constexpr int kConsumerWarps = kWarpsN * kWarpsK * kStepWarps;
-  static constexpr int kThreads = 32 * kConsumerWarps;  // consumer threads
-  static constexpr int kAllThreads = kThreads + 32;     // + the producer warp
-  static constexpr int kCtasPerSm = kStepWarps == 1 ? 3 : 1;
+  static constexpr int kWarpsK = kThreads / 32 / kWarpsN;
   static constexpr int kRows = 64 * kChunks;      // weight rows of the CTA
   static constexpr int kTileStride = kRows + 4;  // floats between token rows of the tile
   // K blocks per stage: two fragments per consumer warp.
   static constexpr int kStageBlocks = 2 * kWarpsK;
   static constexpr int kStageBytes = kChunks * kStageBlocks * kSm90ChunkBytes;
 };
-static_assert(StreamConfig<1, 1>::kStageBytes == kStreamStageBytes &&
-                  StreamConfig<2, 1>::kStageBytes == kStreamStageBytes &&
-                  StreamConfig<1, 2>::kStageBytes == kStreamStageBytes &&
-                  StreamConfig<2, 2>::kStageBytes == kStreamStageBytes,
+static_assert(StreamConfig<1>::kStageBytes == kStreamStageBytes && StreamConfig<2>::kStageBytes == kStreamStageBytes,
               "launch.hpp sizes the ring with kStreamStageBytes");
 
-template <typename C>
+template <int kChunks>
 struct StreamShared {
-  // Per K warp: the sum of its two chains (one warp), or each chain (step split).
-  float partial[C::kWarpsK][C::kConsumerWarps / (C::kWarpsN * C::kWarpsK)][kStreamKernelMaxTokens][C::kRows];
+  using C = StreamConfig<kChunks>;
+  float partial[C::kWarpsK][kStreamKernelMaxTokens][C::kRows];
   float tile[kStreamKernelMaxTokens * C::kTileStride];
   EpilogueRows rows[kStreamKernelMaxTokens];
   int32_t pair_of[kStreamKernelMaxTokens];  // the expert's pairs, ascending
-  int32_t warp_hits[C::kAllThreads / 32];
-  int32_t ids[C::kAllThreads];  // every id of the call (T * k <= kMaxPairs)
+  int32_t warp_hits[kAllThreads / 32];
+  int32_t ids[kAllThreads];  // every id of the call (T * k <= kThreads)
   int32_t bad_pair;
   uint32_t scale_mul;  // kScaleCodeMul
   uint64_t full[kMaxStages];
@@ -107,7 +94,6 @@ __host__ __device__ __forceinline__ int32_t staged_columns(int32_t num_tokens) {
 // u32 index ((s * cols + n) * 4 + q) * 2 + hi holds k = 16 s + 2 q + 8 hi
 // (+1) of column n, so lane (g, q) reads its b0, b1 of step s as one
 // 8-byte word. Columns past num_rows are zeros.
-template <int kThreads>
 __device__ __forceinline__ void stage_b_fragments(const GemmParams& p, const int32_t* pair_of, int32_t num_rows,
                                                   int32_t cols, uint32_t* xs) {
   // kBatch loads in flight per thread before their stores: a loop that
@@ -146,10 +132,10 @@ __device__ __forceinline__ void stage_b_fragments(const GemmParams& p, const int
 }
 
 // Producer: the CTA's weight slab, stage after stage, into the ring.
-template <typename C>
-__device__ void stream_weights(StreamShared<C>& s, uint8_t* ring, int num_stages, const uint8_t* w0,
-                               int32_t k_blocks) {
-  constexpr int kChunks = C::kRows / 64;
+template <int kChunks>
+__device__ void stream_weights(StreamShared<kChunks>& s, uint8_t* ring, int num_stages,
+                               const uint8_t* w0, int32_t k_blocks) {
+  using C = StreamConfig<kChunks>;
   const int32_t iters = (k_blocks + C::kStageBlocks - 1) / C::kStageBlocks;
   PipelineState ps;
   for (int32_t it = 0; it < iters; ++it, ps.advance(num_stages)) {
@@ -169,13 +155,12 @@ __device__ void stream_weights(StreamShared<C>& s, uint8_t* ring, int num_stages
 // kCols = staged_columns(T) is a template parameter so that every B
 // fragment load of the main loop is one LDS at a constant offset (with a
 // runtime column count, each cost three IMADs of address arithmetic).
-template <int kChunks, int kStepWarps, int kCols>
-__global__ void __launch_bounds__(StreamConfig<kChunks, kStepWarps>::kAllThreads,
-                                  StreamConfig<kChunks, kStepWarps>::kCtasPerSm)
-    weight_stream_kernel(const __grid_constant__ GemmParams p, int num_stages) {
-  using C = StreamConfig<kChunks, kStepWarps>;
-  constexpr int kWarpsK = C::kWarpsK, kThreads = C::kThreads;
-  __shared__ StreamShared<C> s;
+template <int kChunks, int kCols>
+__global__ void __launch_bounds__(kAllThreads, 3) weight_stream_kernel(const __grid_constant__ GemmParams p,
+                                                                        int num_stages) {
+  using C = StreamConfig<kChunks>;
+  constexpr int kWarpsK = C::kWarpsK;
+  __shared__ StreamShared<kChunks> s;
   // The ring, then the staged activations (staged_columns(T) * K / 2 words).
   extern __shared__ __align__(128) uint8_t dyn[];
   uint8_t* ring = dyn;
@@ -191,7 +176,7 @@ __global__ void __launch_bounds__(StreamConfig<kChunks, kStepWarps>::kAllThreads
   if (tid == 0) {
     for (int i = 0; i < num_stages; ++i) {
       ptx::mbarrier_init(&s.full[i], 1);
-      ptx::mbarrier_init(&s.empty[i], C::kConsumerWarps);
+      ptx::mbarrier_init(&s.empty[i], kThreads / 32);
     }
     ptx::fence_mbarrier_init();
   }
@@ -200,7 +185,7 @@ __global__ void __launch_bounds__(StreamConfig<kChunks, kStepWarps>::kAllThreads
   //    pair); with a bad id no CTA writes anything, and none has started a
   //    copy yet. The repeat check reads other slots: from shared memory, not
   //    as a chain of dependent global loads.
-  const int32_t id = tid < pairs ? p.ids[tid] : -1;  // pairs <= kMaxPairs
+  const int32_t id = tid < pairs ? p.ids[tid] : -1;  // pairs <= kThreads
   s.ids[tid] = id;
   if (tid == 0) {
     s.bad_pair = INT32_MAX;
@@ -239,7 +224,7 @@ __global__ void __launch_bounds__(StreamConfig<kChunks, kStepWarps>::kAllThreads
   const uint8_t* w0 =
       p.w_packed + (int64_t(expert) * n_blocks + int64_t(blockIdx.x) * kChunks) * k_blocks * kSm90ChunkBytes;
   if (producer) {
-    if (lane == 0) stream_weights<C>(s, ring, num_stages, w0, k_blocks);
+    if (lane == 0) stream_weights<kChunks>(s, ring, num_stages, w0, k_blocks);
     return;  // the CTA, and with it the ring, lives until the consumers finish
   }
 
@@ -263,13 +248,12 @@ __global__ void __launch_bounds__(StreamConfig<kChunks, kStepWarps>::kAllThreads
   // Launched to overlap the previous kernel, whose output the activations
   // are (the layer's h): everything before this reads only earlier inputs.
   if (p.overlaps_previous) ptx::grid_dependency_wait();
-  stage_b_fragments<kThreads>(p, s.pair_of, num_rows, kCols, x_staged);
+  stage_b_fragments(p, s.pair_of, num_rows, kCols, x_staged);
   ptx::named_barrier_sync(kConsumerBarrier, kThreads);
 
-  // 4. Consume the ring: warp (wn, wk, half) dequantizes K blocks wk,
-  //    wk + kWarpsK of each stage for its 16 rows (with the step split, only
-  //    the k16 steps of its parity `half`), against the staged columns.
-  const int wn = warp % C::kWarpsN, wk = (warp / C::kWarpsN) % kWarpsK, half = warp / (C::kWarpsN * kWarpsK);
+  // 4. Consume the ring: warp (wn, wk) dequantizes K blocks wk, wk + kWarpsK
+  //    of each stage for its 16 rows, against the staged columns.
+  const int wn = warp % C::kWarpsN, wk = warp / C::kWarpsN;
   const int chunk = wn / 4, t = (wn % 4) * 32 + lane;  // t: thread index inside the chunk's fragment
   // Lanes past the staged columns read a staged column again: their output
   // columns are never stored.
@@ -299,49 +283,30 @@ __global__ void __launch_bounds__(StreamConfig<kChunks, kStepWarps>::kAllThreads
     for (int u = 0; u < 2; ++u) {
       const int32_t kb = it * C::kStageBlocks + wk + u * kWarpsK;
       if (kb < k_blocks) {
+        uint32_t a[4][4];
+        dequant_fragment(codes[u], scales[u], scale_mul, a);
         const uint2* xk = xs + kb * 4 * kCols * 4;
-        if constexpr (kStepWarps == 1) {
-          uint32_t a[4][4];
-          dequant_fragment(codes[u], scales[u], scale_mul, a);
 #pragma unroll
-          for (int step = 0; step < 4; ++step) {
-            const uint2 b = xk[step * kCols * 4];
-            ptx::mma_m16n8k16_bf16(acc[step % 2], a[step], b.x, b.y);
-          }
-        } else {
-          // Steps half and 2 + half: selects, not a runtime index into the
-          // code words (which would put them in local memory).
-          const uint32_t words[2] = {half ? codes[u].y : codes[u].x, half ? codes[u].w : codes[u].z};
-          const uint32_t scale_words[2] = {scales[u].x, scales[u].y};
-#pragma unroll
-          for (int i = 0; i < 2; ++i) {
-            uint32_t a[4];
-            dequant_e2m1x8_bf16(words[i], scale_factor_bf16x2(scale_words[i], half, scale_mul),
-                                scale_factor_bf16x2(scale_words[i], 2 + half, scale_mul), a);
-            const uint2 b = xk[(2 * i + half) * kCols * 4];
-            ptx::mma_m16n8k16_bf16(acc[0], a, b.x, b.y);
-          }
+        for (int step = 0; step < 4; ++step) {
+          const uint2 b = xk[step * kCols * 4];
+          ptx::mma_m16n8k16_bf16(acc[step % 2], a[step], b.x, b.y);
         }
       }
     }
   }
 
-  // 5. K partials -> tile (warp order, then alpha), then the epilogue. A
-  //    warp's two chains are added first (the step split adds the two
-  //    warps' chains in the same order), then the K warps in order.
+  // 5. K partials -> tile (warp order, then alpha), then the epilogue.
   const int row = chunk * 64 + (wn % 4) * 16 + g;
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const int tok = 2 * q + i % 2, r = row + 8 * (i / 2);
-    s.partial[wk][half][tok][r] = kStepWarps == 1 ? acc[0][i] + acc[1][i] : acc[0][i];
-  }
+  s.partial[wk][2 * q][row] = acc[0][0] + acc[1][0];
+  s.partial[wk][2 * q + 1][row] = acc[0][1] + acc[1][1];
+  s.partial[wk][2 * q][row + 8] = acc[0][2] + acc[1][2];
+  s.partial[wk][2 * q + 1][row + 8] = acc[0][3] + acc[1][3];
   ptx::named_barrier_sync(kConsumerBarrier, kThreads);
   for (int i = tid; i < num_rows * C::kRows; i += kThreads) {
     const int tok = i / C::kRows, r = i % C::kRows;
     float v = 0.0f;
 #pragma unroll
-    for (int w = 0; w < kWarpsK; ++w)
-      v += kStepWarps == 1 ? s.partial[w][0][tok][r] : s.partial[w][0][tok][r] + s.partial[w][1][tok][r];
+    for (int w = 0; w < kWarpsK; ++w) v += s.partial[w][tok][r];
     const float* alpha = (p.epilogue == EpilogueKind::kSwiGLU && r >= 64) ? p.alpha_up : p.alpha;
     s.tile[tok * C::kTileStride + r] = v * ((alpha ? alpha[expert] : 1.0f) * kWeightDownscale);
   }
@@ -350,7 +315,7 @@ __global__ void __launch_bounds__(StreamConfig<kChunks, kStepWarps>::kAllThreads
   epilogue_store<kChunks>(p, w, s.tile, C::kTileStride, s.rows, tid, kThreads);
 }
 
-template <int kChunks, int kStepWarps, int kCols>
+template <int kChunks, int kCols>
 Status launch_stream(const GemmParams& p, int num_sms, cudaStream_t stream, LaunchOrder order) {
   const int32_t pairs = p.num_tokens * p.top_k;
   const dim3 grid(uint32_t(p.n / (64 * kChunks)), uint32_t(pairs));
@@ -360,10 +325,9 @@ Status launch_stream(const GemmParams& p, int num_sms, cudaStream_t stream, Laun
   GemmParams q = p;
   q.overlaps_previous = order == LaunchOrder::kOverlapPrevious;
   const size_t smem = size_t(stages) * kStreamStageBytes + staged;
-  using C = StreamConfig<kChunks, kStepWarps>;
-  auto kernel = weight_stream_kernel<kChunks, kStepWarps, kCols>;
+  auto kernel = weight_stream_kernel<kChunks, kCols>;
   NVFP4MOE_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-  NVFP4MOE_CUDA_TRY(launch_kernel(kernel, grid, dim3(C::kAllThreads), smem, stream, order, q, stages));
+  NVFP4MOE_CUDA_TRY(launch_kernel(kernel, grid, dim3(kAllThreads), smem, stream, order, q, stages));
   NVFP4MOE_CUDA_CHECK_LAUNCH("weight_stream_kernel");
   return ok_status();
 }
@@ -372,14 +336,10 @@ template <int kChunks>
 Status launch_stream_chunks(const GemmParams& p, int num_sms, cudaStream_t stream, LaunchOrder order) {
   static_assert(kStreamKernelMaxTokens == 8, "one instantiation per staged column count 1, 2, 4, 8");
   switch (staged_columns(p.num_tokens)) {
-    case 1:
-      // The step split only at T = 1, the one size whose grids fit one CTA per SM.
-      if (weight_streamer_step_split(int64_t(p.n / (64 * kChunks)) * p.top_k, num_sms))
-        return launch_stream<kChunks, 2, 1>(p, num_sms, stream, order);
-      return launch_stream<kChunks, 1, 1>(p, num_sms, stream, order);
-    case 2: return launch_stream<kChunks, 1, 2>(p, num_sms, stream, order);
-    case 4: return launch_stream<kChunks, 1, 4>(p, num_sms, stream, order);
-    default: return launch_stream<kChunks, 1, 8>(p, num_sms, stream, order);
+    case 1: return launch_stream<kChunks, 1>(p, num_sms, stream, order);
+    case 2: return launch_stream<kChunks, 2>(p, num_sms, stream, order);
+    case 4: return launch_stream<kChunks, 4>(p, num_sms, stream, order);
+    default: return launch_stream<kChunks, 8>(p, num_sms, stream, order);
   }
 }
 
@@ -404,7 +364,7 @@ int weight_streamer_stages(size_t staged_bytes, int64_t grid_ctas, int num_sms) 
 
 Status launch_weight_streamer(const GemmParams& p, int num_sms, cudaStream_t stream, LaunchOrder order) {
   const int64_t pairs = int64_t(p.num_tokens) * p.top_k;
-  if (p.num_tokens < 1 || p.num_tokens > kStreamKernelMaxTokens || pairs > kMaxPairs ||
+  if (p.num_tokens < 1 || p.num_tokens > kStreamKernelMaxTokens || pairs > kThreads ||
       weight_streamer_staged_bytes(p.num_tokens, p.k) > kStreamMaxStagedBytes)
     return make_status(StatusCode::kInternal, "weight streamer called with T = ", p.num_tokens, ", k = ", p.top_k);
   if (!p.ids || !p.status || (!p.x && !p.x_f32) || p.k_splits != 1 || p.y_map == RowMap::kCompact ||

@@ -203,27 +203,6 @@ TEST_F(GpuMoeLayer, OverlappedLaunchesEqualSerialOnes) {
   }
 }
 
-// The step split of the T = 1 streamers (gate_up with SwiGLU: 32 CTAs here;
-// down: 128) gives the same bits as the unsplit kernels.
-TEST_F(GpuMoeLayer, StreamerStepSplitIsBitIdentical) {
-  const LayerCase c{64, 1024, 256, 1, 8, false, Activation::kSwiGLU};
-  std::mt19937_64 rng(test_seed());
-  Built b = build(rng, c);
-  cuda::DeviceMoeLayer layer;
-  ASSERT_OK(cuda::upload_moe_layer(b.view, b.act, &layer));
-  std::vector<float> x = random_normal(rng, size_t(c.T * c.H), 1.0f);
-  std::vector<int32_t> ids = random_ids(rng, c.T, c.k, c.E);
-  std::vector<float> rw(c.T * c.k, 0.5f);
-  cuda::DeviceBuffer dx = to_device(x), dids = to_device(ids), dw = to_device(rw);
-  std::vector<float> out[2];
-  for (int split = 0; split < 2; ++split) {
-    ScopedEnv env("NVFP4MOE_STREAM_STEP_SPLIT", split ? "1" : "0");
-    out[split] = run(c, layer, dx, dids, dw, false, Schedule::kCompact);
-  }
-  for (float v : out[1]) ASSERT_FALSE(std::isnan(v));
-  EXPECT_EQ(0, std::memcmp(out[0].data(), out[1].data(), out[0].size() * sizeof(float)));
-}
-
 TEST_F(GpuMoeLayer, GraphCaptureAndReplay) {
   const LayerCase c{8, 256, 128, 19, 2, false, Activation::kSwiGLU};
   std::mt19937_64 rng(test_seed());

@@ -231,31 +231,6 @@ TEST_F(GpuMulMatId, WeightStreamerShapes) {
     }
 }
 
-// At T = 1 a grid of at most one CTA per SM shares each warp's k16 steps
-// between two warps (weight_streamer_step_split): exactly the unsplit warp's
-// two accumulator chains, so the bits must equal the unsplit kernel's. Same
-// seed, NVFP4MOE_STREAM_STEP_SPLIT=1 against =0.
-TEST_F(GpuMulMatId, StreamerStepSplitIsBitIdentical) {
-  const Case cases[] = {{16, 256, 2048, 1, 4, false}, {32, 512, 640, 1, 8, true, DType::kBF16, DType::kBF16}};
-  for (const Case& c : cases) {
-    CaseRun runs[2];
-    for (int split = 0; split < 2; ++split) {
-      ScopedEnv env("NVFP4MOE_STREAM_STEP_SPLIT", split ? "1" : "0");
-      std::mt19937_64 rng(test_seed());
-      ExpertWeights w = random_weights(rng, c.E, c.N, c.K);
-      cuda::DeviceExpertWeights dw;
-      ASSERT_OK(cuda::upload_expert_weights(w.view(), &dw));
-      const std::vector<int32_t> ids = random_ids(rng, c.T, c.k, c.E);
-      run_case(c, rng, ids, w, dw, &runs[split]);
-      if (HasFatalFailure()) return;
-    }
-    EXPECT_LE(runs[1].nmse, c.y_dtype == DType::kF32 ? kNmseF32Out : kNmseBf16Out) << "N=" << c.N;
-    ASSERT_EQ(runs[0].y.size(), runs[1].y.size());
-    EXPECT_EQ(0, std::memcmp(runs[0].y.data(), runs[1].y.data(), runs[0].y.size() * sizeof(float)))
-        << "step split changed the bits, N=" << c.N << " K=" << c.K;
-  }
-}
-
 // Ragged routing: one expert gets every token, one gets exactly one, most
 // are empty; T not a multiple of any tile.
 TEST_F(GpuMulMatId, RaggedRouting) {

@@ -6,7 +6,6 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <random>
@@ -56,19 +55,6 @@ std::vector<T> to_host(const cuda::DeviceBuffer& b, size_t n) {
   if (n) EXPECT_EQ(cudaMemcpy(v.data(), b.get(), n * sizeof(T), cudaMemcpyDeviceToHost), cudaSuccess);
   return v;
 }
-
-// Sets an environment variable for its lifetime (the library's experiment
-// switches), restoring the unset state even when an assertion returns early.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) { setenv(name, value, 1); }
-  ~ScopedEnv() { unsetenv(name_); }
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
-
- private:
-  const char* name_;
-};
 
 // A device buffer of n floats filled with NaN, so unwritten outputs show.
 inline cuda::DeviceBuffer poisoned_floats(size_t n) {

@@ -80,16 +80,5 @@ TEST(CudaHostPolicy, StreamerOverlapNeedsMoreCtasThanSms) {
   EXPECT_FALSE(cuda::streamer_overlap_pays(132, 132));
 }
 
-// The step split at T = 1 when the grid fits one CTA per SM (132 SMs): the
-// qwen3 layer's gate_up (96 CTAs of gate/up pairs) and mixtral down (128) do,
-// qwen3 down (256) does not.
-TEST(CudaHostPolicy, StreamerStepSplitWhenTheGridFitsOneCtaPerSm) {
-  ASSERT_EQ(nullptr, std::getenv("NVFP4MOE_STREAM_STEP_SPLIT"));
-  EXPECT_TRUE(cuda::weight_streamer_step_split(cuda::weight_streamer_ctas(1536, true, 1, 8), 132));
-  EXPECT_TRUE(cuda::weight_streamer_step_split(cuda::weight_streamer_ctas(4096, false, 1, 2), 132));
-  EXPECT_FALSE(cuda::weight_streamer_step_split(cuda::weight_streamer_ctas(2048, false, 1, 8), 132));
-  EXPECT_FALSE(cuda::weight_streamer_step_split(133, 132));
-}
-
 }  // namespace
 }  // namespace nvfp4moe::testing
