@@ -98,11 +98,10 @@ inline constexpr int32_t kStreamKernelMaxTokens = 8;
 // Its activation rows live in shared memory (bit_ceil(T) x K BF16), within
 // this budget: mixtral's down (K = 14336) fits up to T = 4, and larger calls
 // take the plan path. Beside them, a ring of weight stages of
-// kStreamStageBytes (weight_streamer_stages): a grid of more than two CTAs
-// per SM gets as many as fit in kStreamSmallCtaBytes, so that three CTAs
-// share an SM; a grid of more than one CTA per SM (or larger staged rows) as
-// many as fit in kStreamTwoCtaBytes, up to 8, deeper per CTA; a grid of at
-// most one CTA per SM, or rows too large for the rest, kStreamOneCtaBytes. NOTES: H200
+// kStreamStageBytes, up to 8 (weight_streamer_stages): a grid of more than
+// two CTAs per SM gets as many as fit in kStreamSmallCtaBytes, so that three
+// CTAs share an SM; a smaller grid (or larger staged rows) as many as fit in
+// kStreamTwoCtaBytes, deeper per CTA; else kStreamOneCtaBytes. NOTES: H200
 // (ab.sh at 0d66d33 and at its successor): two CTAs of 8 stages per SM were
 // no faster than the register-streaming v2, so bytes in flight were not the
 // limit; three CTAs per SM were 5-20% faster where the grid fills them
@@ -113,10 +112,6 @@ inline constexpr size_t kStreamStageBytes = 4 * kSm90ChunkBytes;  // 4 K blocks 
 inline constexpr size_t kStreamSmallCtaBytes = 60 * 1024;
 inline constexpr size_t kStreamTwoCtaBytes = 96 * 1024;
 inline constexpr size_t kStreamOneCtaBytes = 212 * 1024;
-// Stages at most: 8 beside other CTAs; a grid of at most one CTA per SM
-// fills kStreamOneCtaBytes (22 stages, 200 KB in flight per CTA).
-inline constexpr int kStreamMaxStagesShared = 8;
-inline constexpr int kStreamMaxStages = 23;
 size_t weight_streamer_staged_bytes(int64_t num_tokens, int64_t k);
 int weight_streamer_stages(size_t staged_bytes, int64_t grid_ctas, int num_sms);
 inline bool use_weight_streamer(int64_t num_tokens, int64_t k) {

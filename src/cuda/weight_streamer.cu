@@ -46,7 +46,7 @@ namespace {
 
 constexpr int kThreads = 256;                   // consumer warps
 constexpr int kAllThreads = kThreads + 32;      // + the producer warp
-constexpr int kMaxStages = kStreamMaxStages;
+constexpr int kMaxStages = 8;
 constexpr uint32_t kConsumerBarrier = 1;        // named barrier of the consumer warps
 
 template <int kChunks>
@@ -357,11 +357,9 @@ size_t weight_streamer_staged_bytes(int64_t num_tokens, int64_t k) {
 int weight_streamer_stages(size_t staged_bytes, int64_t grid_ctas, int num_sms) {
   const auto fits = [&](size_t budget) { return staged_bytes + 2 * kStreamStageBytes <= budget; };
   size_t budget = kStreamOneCtaBytes;
-  size_t max_stages = kStreamMaxStagesShared;
-  if (grid_ctas <= int64_t(num_sms)) max_stages = kStreamMaxStages;  // one CTA per SM: the whole budget in flight
-  else if (grid_ctas > 2 * int64_t(num_sms) && fits(kStreamSmallCtaBytes)) budget = kStreamSmallCtaBytes;
+  if (grid_ctas > 2 * int64_t(num_sms) && fits(kStreamSmallCtaBytes)) budget = kStreamSmallCtaBytes;
   else if (fits(kStreamTwoCtaBytes)) budget = kStreamTwoCtaBytes;
-  return int(std::min<size_t>(max_stages, (budget - std::min(budget, staged_bytes)) / kStreamStageBytes));
+  return int(std::min<size_t>(kMaxStages, (budget - std::min(budget, staged_bytes)) / kStreamStageBytes));
 }
 
 Status launch_weight_streamer(const GemmParams& p, int num_sms, cudaStream_t stream, LaunchOrder order) {
