@@ -10,8 +10,8 @@ for path in sys.argv[1:]:
     for b in json.load(open(path))["bench"]:
         if "us" in b and b["routing"] == "uniform":
             recs[(b["preset"], b["op"], b["tokens"], b["schedule"], bool(b.get("unfused")))] = b
-print("| preset | op | T | µs | µs in a graph of 8 | TFLOP/s | GB/s (NVFP4 hit) | roofline | vs cuBLAS BF16 | vs torch | compact vs rect |"
-      " fused vs unfused |")
+print("| preset | op | T | µs | µs in a graph of 8 | TFLOP/s | GB/s (NVFP4 hit) | roofline | vs cuBLAS BF16 | vs torch |"
+      " compact vs rect | fused vs unfused |")
 print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
 for preset in ("qwen3-30b-a3b", "deepseek-v3", "gpt-oss-20b", "mixtral-8x7b"):
     for tokens, op in ((1, "gate_up"), (1, "layer"), (128, "gate_up"), (2048, "gate_up"), (2048, "layer"),
