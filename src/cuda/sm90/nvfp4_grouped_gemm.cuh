@@ -200,32 +200,20 @@ __device__ __forceinline__ void mma_tile(const GemmParams& p, SharedStorage<kBlo
     // ptxas can prove every accumulator read is behind a wait and keeps
     // the wgmma pipeline unserialized.
     uint32_t a[2][4][4];
-    // The words of the next fragment step, loaded one step ahead: right
-    // after a step's wgmmas are issued, so that the shared-memory latency
-    // (timeline at 29a93ba: ~450 cycles from a full stage to a dequantized
-    // fragment, beside the tensor cores' reads of B) runs under the
-    // wgmmas in flight instead of before the dequant.
-    uint4 codes;
-    uint2 scales;
-    // A chunk past N reads this warpgroup's first chunk instead (a select,
-    // not a branch: any branch here serializes the wgmmas, C7513); its
-    // products are never stored.
-    auto load_fragment = [&](int stage, int b) {
-      const int c = b < chunks_active ? b * Config::kConsumers + wg : wg;
-      const FragmentRef f = fragment_ref(s.stages[stage].w[c], t);
-      codes = *reinterpret_cast<const uint4*>(f.codes);
-      scales = *reinterpret_cast<const uint2*>(f.scales);
-    };
-    ptx::mbarrier_wait_parity(&s.full[ps.stage], ps.phase);
-    load_fragment(ps.stage, 0);
     // One fragment step: chunk b of K block kb into register buffer abuf,
-    // one commit group; then the next step's words (after the last chunk
-    // of a K block, from the next stage once it is full). The wait retires
-    // the previous group, so the buffer the next step fills is free; after
-    // a K block's last chunk the previous block's stage is released.
+    // one commit group. The wait retires the previous group, so the buffer
+    // the next step fills is free; after a K block's last chunk the
+    // previous block's stage is released.
     auto fragment_step = [&](int kb, int b, uint32_t(&abuf)[4][4]) {
       auto& st = s.stages[ps.stage];
-      dequant_fragment(codes, scales, kScaleCodeMul, abuf);
+      if (b == 0) ptx::mbarrier_wait_parity(&s.full[ps.stage], ps.phase);
+      // A chunk past N reads this warpgroup's first chunk instead (a select,
+      // not a branch: any branch here serializes the wgmmas, C7513); its
+      // products are never stored.
+      const int c = b < chunks_active ? b * Config::kConsumers + wg : wg;
+      const FragmentRef f = fragment_ref(st.w[c], t);
+      dequant_fragment(*reinterpret_cast<const uint4*>(f.codes), *reinterpret_cast<const uint2*>(f.scales),
+                       kScaleCodeMul, abuf);
       const uint64_t desc = ptx::smem_desc_kmajor_sw128(st.x);
       ptx::wgmma_fence();
 #pragma unroll
@@ -234,14 +222,6 @@ __device__ __forceinline__ void mma_tile(const GemmParams& p, SharedStorage<kBlo
         Mma::mma(acc[b], abuf[step], desc + 2 * step, kb > w.k_begin || step > 0);
       }
       ptx::wgmma_commit_group();
-      if (b + 1 < kBlocks) {
-        load_fragment(ps.stage, b + 1);
-      } else if (kb + 1 < w.k_end) {
-        PipelineState next = ps;
-        next.advance<kStages>();
-        ptx::mbarrier_wait_parity(&s.full[next.stage], next.phase);
-        load_fragment(next.stage, 0);
-      }
       ptx::wgmma_wait_group<1>();
       if (b == kBlocks - 1) release_previous();
     };
