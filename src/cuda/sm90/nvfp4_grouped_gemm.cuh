@@ -117,24 +117,42 @@ inline constexpr size_t kMaxSmemPerBlock = 227 * 1024;
 static_assert(smem_bytes<32>() <= kMaxSmemPerBlock && smem_bytes<128>() <= kMaxSmemPerBlock,
               "pipeline stages exceed the shared memory of an SM");
 
+// The activation gather: kThreadsPerRow threads per 128-byte row, each
+// thread kPieces 16-byte pieces of each of its kRowsPerThread rows, adjacent
+// threads on adjacent pieces (every warp instruction reads whole 32-byte
+// sectors). NOTES: with 8 threads per row each thread held 8 row addresses;
+// at 40 registers ptxas re-derived them from the kernel parameters before
+// every copy (an LDC, then the address, then the copy, in one chain) and
+// spilled inside the K loop (SASS at 29a93ba), so the producer trailed the
+// consumers: they waited for a full stage 23-38% of their loop cycles while
+// the producer waited for an empty one 7-24% of its own (tile timeline).
+template <int kBlockT>
+struct GatherShape {
+  static constexpr int kThreadsPerRow = kBlockT >= kProducerThreads / 2 ? 2 : kProducerThreads / kBlockT;
+  static constexpr int kRowsPerThread = kBlockT * kThreadsPerRow / kProducerThreads;
+  static constexpr int kRowsPerPass = kProducerThreads / kThreadsPerRow;
+  static constexpr int kPieces = 8 / kThreadsPerRow;
+  static_assert(kRowsPerThread >= 1 && kRowsPerThread * kRowsPerPass == kBlockT, "rows split evenly");
+};
+
 template <int kBlockT>
 __device__ void producer(const GemmParams& p, SharedStorage<kBlockT>& s, int t) {
   constexpr int kStages = SharedStorage<kBlockT>::kStages;
   constexpr int kChunks = TileConfig<kBlockT>::kChunks;
-  constexpr int kRowsPerThread = kBlockT * 8 / kProducerThreads;  // 8 threads per 128-byte row
-  const int chunk = t % 8;
+  using G = GatherShape<kBlockT>;
+  const int piece0 = t % G::kThreadsPerRow;
   const int k_blocks = p.k / kKStep;
   const int n_blocks = p.n / kSm90ChunkRows;
   TileScheduler<kBlockT, kChunks, TileConfig<kBlockT>::kTakeFromQueue> sched(p, s.ring, t == 0);
   PipelineState ps;
   WorkTile w;
   while (sched.next_tile(w)) {
-    const uint16_t* src[kRowsPerThread];
+    const uint16_t* src[G::kRowsPerThread];
 #pragma unroll
-    for (int i = 0; i < kRowsPerThread; ++i) {
-      const int row = t / 8 + (kProducerThreads / 8) * i;
+    for (int i = 0; i < G::kRowsPerThread; ++i) {
+      const int row = t / G::kThreadsPerRow + G::kRowsPerPass * i;
       const int64_t xr = row < w.num_rows ? map_row(p.x_map, p.sorted_src, p.top_k, w.row_begin + row) : 0;
-      src[i] = p.x + xr * p.x_stride + chunk * 8;
+      src[i] = p.x + xr * p.x_stride + piece0 * 8;
     }
     const int width = max(w.tile_rows, kMinMmaWidth);
     const int nb0 = kChunks * w.n_tile;
@@ -150,12 +168,19 @@ __device__ void producer(const GemmParams& p, SharedStorage<kBlockT>& s, int t) 
                              &s.full[ps.stage]);
       }
 #pragma unroll
-      for (int i = 0; i < kRowsPerThread; ++i) {
-        const int row = t / 8 + (kProducerThreads / 8) * i;
+      for (int i = 0; i < G::kRowsPerThread; ++i) {
+        const int row = t / G::kThreadsPerRow + G::kRowsPerPass * i;
         // Rows past the tile's wgmma width are never read; rows past its
         // count but inside the width are zero-filled.
-        char* dst = reinterpret_cast<char*>(st.x) + row * 128 + ((chunk ^ (row & 7)) << 4);
-        if (row < width) ptx::cp_async_16(dst, src[i] + kb * kKStep, row < w.num_rows ? 16u : 0u);
+        if (row < width) {
+          char* dst_row = reinterpret_cast<char*>(st.x) + row * 128;
+#pragma unroll
+          for (int j = 0; j < G::kPieces; ++j) {
+            const int piece = j * G::kThreadsPerRow + piece0;
+            ptx::cp_async_16(dst_row + ((piece ^ (row & 7)) << 4), src[i] + kb * kKStep + j * G::kThreadsPerRow * 8,
+                             row < w.num_rows ? 16u : 0u);
+          }
+        }
       }
       ptx::cp_async_mbarrier_arrive_noinc(&s.full[ps.stage]);
       ps.advance<kStages>();
