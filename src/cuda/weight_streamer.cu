@@ -312,7 +312,7 @@ __global__ void __launch_bounds__(kAllThreads, 3) weight_stream_kernel(const __g
   }
   ptx::named_barrier_sync(kConsumerBarrier, kThreads);
   const WorkTile w{expert, 0, num_rows, 0, int32_t(blockIdx.x), 0, 0, k_blocks};
-  epilogue_store<kChunks>(p, w, s.tile, C::kTileStride, s.rows, tid, kThreads);
+  epilogue_store<kChunks, kThreads>(p, w, s.tile, C::kTileStride, s.rows, tid);
 }
 
 template <int kChunks, int kCols>
