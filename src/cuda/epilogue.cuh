@@ -8,7 +8,6 @@
 #include <cuda_bf16.h>
 
 #include <cstdint>
-#include <type_traits>
 
 #include "cuda/gemm_params.hpp"
 #include "cuda/scheduler.cuh"
@@ -97,22 +96,21 @@ __device__ __forceinline__ void epilogue_store(const GemmParams& p, const WorkTi
           *reinterpret_cast<const float4*>(tile + tr * tile_stride + c);
     return;
   }
-  const auto store_rows = [&](auto groups_constant) {
-    constexpr int kRowGroups = decltype(groups_constant)::value;
-    constexpr bool kSwiGLU = kRowGroups == kSwiGLUGroups;
-    const int c = (thread % kRowGroups) * 4;
-    const int64_t col = int64_t(w.n_tile) * (kRowGroups * 4) + c;
-    if (col >= (kSwiGLU ? p.n / 2 : p.n)) return;
-    const float* src = tile + (kSwiGLU ? gate_column(c) : c);
-    for (int tr = thread / kRowGroups; tr < w.num_rows; tr += kNumThreads / kRowGroups) {
-      const EpilogueRows row = rows[tr];
-      const float* v = src + tr * tile_stride;
-      store4(p, row.out_row, col,
-             finish4(p, *reinterpret_cast<const float4*>(v), reinterpret_cast<const float4*>(v + 64), row.route_w));
-    }
-  };
-  if (p.epilogue == EpilogueKind::kSwiGLU) store_rows(std::integral_constant<int, kSwiGLUGroups>{});
-  else store_rows(std::integral_constant<int, kGroups>{});
+  // Both group counts are powers of two: shifts, not divisions.
+  const bool swiglu = p.epilogue == EpilogueKind::kSwiGLU;
+  constexpr int kLog2Groups = __builtin_ctz(kGroups);
+  static_assert(kGroups == 1 << kLog2Groups, "column groups per row: a power of two");
+  const int log2_groups = swiglu ? kLog2Groups - 1 : kLog2Groups;
+  const int c = (thread & ((1 << log2_groups) - 1)) * 4;
+  const int64_t col = (int64_t(w.n_tile) << (log2_groups + 2)) + c;
+  if (col >= (swiglu ? p.n / 2 : p.n)) return;
+  const float* src = tile + (swiglu ? gate_column(c) : c);
+  for (int tr = thread >> log2_groups; tr < w.num_rows; tr += kNumThreads >> log2_groups) {
+    const EpilogueRows row = rows[tr];
+    const float* v = src + tr * tile_stride;
+    store4(p, row.out_row, col,
+           finish4(p, *reinterpret_cast<const float4*>(v), reinterpret_cast<const float4*>(v + 64), row.route_w));
+  }
 }
 
 }  // namespace nvfp4moe::cuda
