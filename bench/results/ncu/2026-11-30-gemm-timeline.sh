@@ -32,9 +32,9 @@ rep('namespace nvfp4moe::cuda::sm90 {\n',
     'asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)); return t; }\n'
     '__device__ __forceinline__ long long tl_clk() { long long t; asm volatile("mov.u64 %0, %%clock64;" : "=l"(t)); return t; }\n')
 # producer: empty waits
-rep('  PipelineState ps;\n  WorkTile w;\n  while (sched.next_tile(w)) {\n    const uint16_t* src[kRowsPerThread];',
+rep('  PipelineState ps;\n  WorkTile w;\n  while (sched.next_tile(w)) {\n    const uint16_t* src[',
     '  PipelineState ps;\n  WorkTile w;\n  long long tl_c0 = tl_clk(), tl_empty = 0; unsigned long long tl_n0 = tl_now();\n'
-    '  while (sched.next_tile(w)) {\n    const uint16_t* src[kRowsPerThread];')
+    '  while (sched.next_tile(w)) {\n    const uint16_t* src[')
 rep('      ptx::mbarrier_wait_parity(&s.empty[ps.stage], ps.phase ^ 1);\n',
     '      { long long c = tl_clk(); ptx::mbarrier_wait_parity(&s.empty[ps.stage], ps.phase ^ 1); tl_empty += tl_clk() - c; }\n')
 rep('  ptx::cp_async_wait_all();  // no copy may outlive its issuing thread\n}',
@@ -61,8 +61,11 @@ rep('      ptx::wgmma_commit_group();\n      ptx::wgmma_wait_group<1>();\n',
     '      ptx::wgmma_wait_group<1>();\n      tl_mma += tl_clk() - tl_c;\n')
 rep('    for (int b = 0; b < kBlocks; ++b) ptx::wgmma_fence_operands(acc[b]);\n  } else {',
     '    for (int b = 0; b < kBlocks; ++b) ptx::wgmma_fence_operands(acc[b]);\n    tl_le = tl_now();\n  } else {')
-rep('    epilogue_store<Config::kConsumers>(p, pass, s.tile, kStride, s.rows, wg * 128 + t, kConsumerThreads);\n  }\n}',
-    '    epilogue_store<Config::kConsumers>(p, pass, s.tile, kStride, s.rows, wg * 128 + t, kConsumerThreads);\n  }\n'
+# The epilogue's store call as at 29a93ba, or as since 44fe8a1.
+store = next(c for c in ('    epilogue_store<Config::kConsumers>(p, pass, s.tile, kStride, s.rows, wg * 128 + t, kConsumerThreads);\n',
+                         '    epilogue_store<Config::kConsumers, kConsumerThreads>(p, pass, s.tile, kStride, s.rows, wg * 128 + t);\n') if c in s)
+rep(store + '  }\n}',
+    store + '  }\n'
     '  if (t == 0 && blockIdx.x < 160 && tl_i < 96) { auto* r = g_tl[kBlockT == 128][wg][blockIdx.x][tl_i];\n'
     '    r[0] = tl_t0; r[1] = tl_le; r[2] = tl_now(); r[3] = kN | (w.num_rows << 16) | (uint64_t(w.expert) << 32);\n'
     '    r[4] = (w.k_end - w.k_begin) | (chunks_active << 16) | (uint64_t(w.n_tile) << 32); r[5] = tl_full; r[6] = tl_deq; r[7] = tl_mma | (uint64_t(tl_iss) << 40); }\n'
