@@ -38,12 +38,15 @@ __device__ __forceinline__ uint32_t scale_factor_bf16x2(uint32_t scale_word, int
 // Exact: e2m1 * S * 2^-10 has at most 6 significant bits and stays in BF16's
 // normal range.
 __device__ __forceinline__ void dequant_e2m1x8_bf16(uint32_t word, uint32_t f_g, uint32_t f_g8, uint32_t (&a)[4]) {
-  uint32_t p[4];
-  sm90::e2m1x8_bf16x2_bits(word, p);
-  a[0] = ptx::mul_bf16x2(p[0], f_g);
-  a[1] = ptx::mul_bf16x2(p[1], f_g8);
-  a[2] = ptx::mul_bf16x2(p[2], f_g);
-  a[3] = ptx::mul_bf16x2(p[3], f_g8);
+  constexpr uint32_t kMask = 0x81C081C0u;
+  const uint32_t p0 = word & kMask;
+  const uint32_t p1 = (word << 3) & kMask;
+  const uint32_t p2 = (word << 6) & kMask;
+  const uint32_t p3 = ((word << 1) & 0x80008000u) | ((word >> 5) & 0x01000100u) | ((word >> 4) & 0x00C000C0u);
+  a[0] = ptx::mul_bf16x2(p0, f_g);
+  a[1] = ptx::mul_bf16x2(p1, f_g8);
+  a[2] = ptx::mul_bf16x2(p2, f_g);
+  a[3] = ptx::mul_bf16x2(p3, f_g8);
 }
 
 // Where thread t (0..127, i.e. warp t / 32 of the 64-row chunk's four) finds

@@ -11,15 +11,11 @@
 // whole k64 fragment with one 16-byte shared-memory load.
 //
 // Inside the word each E2M1 code (s e1 e0 m) is bit-placed so that
-//   rotr(word, r) & 0x81C081C0
+//   (word << shift) & 0x81C081C0
 // lands sign at bit 15, e1 e0 m at bits 8..6 of each bf16 half: the bf16 value
 // is then exactly e2m1 * 2^-126 (the exponent field is e1e0, so code 0.5
 // becomes the bf16 subnormal 2^-127; mul.bf16x2 keeps subnormals). p0, p1,
-// p2 use rotations 0, 4, 10; p3 takes the bits left over in two pieces, m
-// from rotation 14 and s e1 e0 from rotation 6 (e2m1x8_bf16x2_bits). NOTES:
-// 9 integer instructions per word; the former shifts 0, 3, 6 and a
-// three-piece p3 took 11. An exhaustive search over rotation sets found no
-// placement in which all four pairs are single rotations, nor one under 9.
+// p2 use shifts 0, 3, 6; p3 takes the four bits left over and needs three.
 //
 // Scales: word[warp][g][j] (j = 0, 1) packs scale codes
 //   byte0 = C(16w+g, 2j), byte1 = C(16w+g, 2j+1), byte2 = C(16w+g+8, 2j), byte3 = C(16w+g+8, 2j+1)
@@ -52,31 +48,15 @@ struct NibbleBits {
   uint8_t sign, e1, e0, m;  // bit positions inside the uint32 code word
 };
 
-// Right rotation of the code word that brings pair p's bits (the sign, e1,
-// e0 of p3) to the bf16 positions; p3's mantissa bit comes from rotation 14.
-// (A function, not an array: device code cannot read a host constexpr array.)
-NVFP4MOE_HD constexpr int pair_rotation(int p) { return p == 0 ? 0 : p == 1 ? 4 : p == 2 ? 10 : 6; }
-inline constexpr int kPair3MantissaRotation = 14;
-
-// Bit positions of the element of pair p (0..3), half h (0 = lower k): the
-// bf16 position (sign 15, e1 8, e0 7, m 6, +16 in the upper half) plus the
-// pair's rotation, mod 32.
+// Bit positions of the element of pair p (0..3), half h (0 = lower k).
 NVFP4MOE_HD NibbleBits nibble_bits(int p, int h) {
-  const int o = 16 * h, r = pair_rotation(p), rm = p == 3 ? kPair3MantissaRotation : r;
-  return {uint8_t((15 + o + r) % 32), uint8_t((8 + o + r) % 32), uint8_t((7 + o + r) % 32), uint8_t((6 + o + rm) % 32)};
-}
-
-NVFP4MOE_HD uint32_t rotr32(uint32_t w, int r) { return r == 0 ? w : (w >> r) | (w << (32 - r)); }
-
-// The four bf16x2 bit patterns of a code word, each e2m1 * 2^-126 (both
-// halves): the integer half of the register dequant (dequant.cuh), shared
-// with the host emulation test.
-NVFP4MOE_HD void e2m1x8_bf16x2_bits(uint32_t word, uint32_t (&pair)[4]) {
-  constexpr uint32_t kMask = 0x81C081C0u, kMantissa = 0x00400040u;
-  pair[0] = rotr32(word, pair_rotation(0)) & kMask;
-  pair[1] = rotr32(word, pair_rotation(1)) & kMask;
-  pair[2] = rotr32(word, pair_rotation(2)) & kMask;
-  pair[3] = (rotr32(word, kPair3MantissaRotation) & kMantissa) | (rotr32(word, pair_rotation(3)) & (kMask & ~kMantissa));
+  const uint8_t o = static_cast<uint8_t>(16 * h);
+  switch (p) {
+    case 0: return {uint8_t(15 + o), uint8_t(8 + o), uint8_t(7 + o), uint8_t(6 + o)};
+    case 1: return {uint8_t(12 + o), uint8_t(5 + o), uint8_t(4 + o), uint8_t(3 + o)};
+    case 2: return {uint8_t(9 + o), uint8_t(2 + o), uint8_t(1 + o), uint8_t(0 + o)};
+    default: return {uint8_t(14 + o), uint8_t(13 + o), uint8_t(11 + o), uint8_t(10 + o)};
+  }
 }
 
 // Where element (row, k) of a chunk goes: thread, k16 step, pair, half.

@@ -119,12 +119,16 @@ TEST(Sm90Layout, BadShapesAreRefused) {
   EXPECT_EQ(pack_sm90(w, dummy).code(), StatusCode::kInvalidArgument);
 }
 
-// The register decode of dequant.cuh in host integers: its integer half is
-// the shared e2m1x8_bf16x2_bits, giving e2m1 * 2^-126 per pair.
+// The register decode of dequant.cuh, in host integers: each pair's bf16x2
+// is (word << shift) & mask (p3: three shifts), giving e2m1 * 2^-126.
 uint32_t emulate_pair(uint32_t word, int p) {
-  uint32_t pairs[4];
-  sm90::e2m1x8_bf16x2_bits(word, pairs);
-  return pairs[p];
+  constexpr uint32_t kMask = 0x81C081C0u;
+  switch (p) {
+    case 0: return word & kMask;
+    case 1: return (word << 3) & kMask;
+    case 2: return (word << 6) & kMask;
+    default: return ((word << 1) & 0x80008000u) | ((word >> 5) & 0x01000100u) | ((word >> 4) & 0x00C000C0u);
+  }
 }
 
 TEST(Sm90Layout, RegisterDecodeEmulationIsExact) {
