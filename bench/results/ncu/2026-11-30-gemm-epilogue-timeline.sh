@@ -4,7 +4,7 @@
 # warpgroup 0 records %globaltimer per tile: K loop done; first barrier
 # passed (both warpgroups out of their loops); row table filled; pass 0 tile
 # written (second barrier passed); pass 0 stored; pass 1 barrier; pass 1
-# written; pass 1 stored. Variant "nostore" also drops the global stores.
+# written; pass 1 stored (recorded since f12513b). Variant "nostore" also drops the global stores.
 #   bench/results/ncu/2026-11-30-gemm-epilogue-timeline.sh OUTDIR "bench args;bench args..."
 set -u
 out=$1; cases=$2; mkdir -p $out
@@ -41,9 +41,12 @@ rep('    ptx::named_barrier_sync(1, kConsumerThreads);\n    if (b == 0) epilogue
     '    if (b == 0) epilogue_fill_rows(p, w, s.rows, wg * 128 + t, kConsumerThreads);\n    if (b == 0) ep[2] = ep_now();\n')
 rep('    ptx::named_barrier_sync(1, kConsumerThreads);\n    // Pass b holds',
     '    ptx::named_barrier_sync(1, kConsumerThreads);\n    if (b < 2) ep[3 + 3 * b] = ep_now();\n    // Pass b holds')
-rep('    epilogue_store<Config::kConsumers>(p, pass, s.tile, kStride, s.rows, wg * 128 + t, kConsumerThreads);\n  }\n}',
-    '    epilogue_store<Config::kConsumers>(p, pass, s.tile, kStride, s.rows, wg * 128 + t, kConsumerThreads);\n'
-    '    if (b < 2) ep[4 + 4 * b] = ep_now();\n  }\n'
+# The epilogue's store call as at d764559, or as since 44fe8a1.
+store = next(c for c in ('    epilogue_store<Config::kConsumers>(p, pass, s.tile, kStride, s.rows, wg * 128 + t, kConsumerThreads);\n',
+                         '    epilogue_store<Config::kConsumers, kConsumerThreads>(p, pass, s.tile, kStride, s.rows, wg * 128 + t);\n') if c in s)
+rep(store + '  }\n}',
+    store +
+    '    if (b < 2) ep[4 + 3 * b] = ep_now();\n  }\n'
     '  if (kBlockT == 128 && wg == 0 && t == 0 && blockIdx.x < 160 && ep_i < 96) for (int i = 0; i < 10; ++i) g_ep[blockIdx.x][ep_i][i] = ep[i];\n'
     '  ++ep_i;\n}')
 s += '''
@@ -70,9 +73,13 @@ open(p, 'w').write(s)
 if v == 'nostore':
     p = f'.tl-{v}/src/cuda/epilogue.cuh'
     e = open(p).read()
-    old = '    store4(p, row.out_row, col0 + c, v);\n'
-    assert e.count(old) == 1
-    e = e.replace(old, '    if (v.x == 12345.678f) store4(p, row.out_row, col0 + c, v);\n')
+    # The store as at d764559, or as since 44fe8a1: the value is still computed, only never stored.
+    forms = [('    store4(p, row.out_row, col0 + c, v);\n', '    if (v.x == 12345.678f) store4(p, row.out_row, col0 + c, v);\n'),
+             ('    store4(p, row.out_row, col,\n           finish4(p, *reinterpret_cast<const float4*>(v), reinterpret_cast<const float4*>(v + 64), row.route_w));\n',
+              '    const float4 f = finish4(p, *reinterpret_cast<const float4*>(v), reinterpret_cast<const float4*>(v + 64), row.route_w);\n'
+              '    if (f.x == 12345.678f) store4(p, row.out_row, col, f);\n')]
+    old, new = next(f for f in forms if e.count(f[0]) == 1)
+    e = e.replace(old, new)
     open(p, 'w').write(e)
 p = f'.tl-{v}/src/cuda/sm90/nvfp4_grouped_gemm.cu'
 open(p, 'a').write('\nnamespace nvfp4moe::cuda { void timeline_dump(const char* path) { gemm_epilogue_dump(path); } }\n')
