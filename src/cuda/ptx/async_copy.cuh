@@ -1,6 +1,5 @@
-// PTX wrappers: asynchronous copies. Global->shared through cp.async and the
-// 1-D bulk copy engine, completing on an mbarrier; shared->global through the
-// bulk copy engine, completing in bulk groups.
+// PTX wrappers: asynchronous global->shared copies (cp.async and the 1-D bulk
+// copy engine), completing on an mbarrier.
 #pragma once
 
 #include <cstdint>
@@ -30,31 +29,6 @@ __device__ __forceinline__ void bulk_copy_g2s(void* dst, const void* src, uint32
           smem_addr(dst)),
       "l"(src), "r"(bytes), "r"(smem_addr(bar))
       : "memory");
-}
-
-// 1-D bulk copy shared -> global in this thread's current bulk group; bytes
-// % 16 == 0, both addresses 16-byte aligned. The writing threads' generic
-// stores of src need fence_proxy_async_shared (sync.cuh) and a barrier first.
-__device__ __forceinline__ void bulk_copy_s2g(void* dst, const void* src, uint32_t bytes) {
-  asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;" ::"l"(dst), "r"(smem_addr(src)),
-               "r"(bytes)
-               : "memory");
-}
-
-__device__ __forceinline__ void bulk_commit_group() { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }
-
-// Until at most kPending of this thread's bulk groups still read their
-// shared-memory sources (the sources may then be overwritten).
-template <int kPending>
-__device__ __forceinline__ void bulk_wait_group_read() {
-  asm volatile("cp.async.bulk.wait_group.read %0;" ::"n"(kPending) : "memory");
-}
-
-// Until at most kPending of this thread's bulk groups are incomplete, their
-// writes included.
-template <int kPending>
-__device__ __forceinline__ void bulk_wait_group() {
-  asm volatile("cp.async.bulk.wait_group %0;" ::"n"(kPending) : "memory");
 }
 
 }  // namespace nvfp4moe::cuda::ptx

@@ -22,8 +22,7 @@
 // of one chunk, so more warps dequantize and stream weights per SM, and may
 // split K (k_splits) when there are too few tiles to fill the GPU.
 // Epilogue (epilogue.cuh): accumulators -> alpha -> shared memory,
-// transposed -> one bulk copy per output row (or vector stores where the
-// bulk path does not apply), one pass per chunk of each consumer.
+// transposed -> vector stores, one pass per chunk of each consumer.
 // Schedule: scheduler.cuh.
 #pragma once
 
@@ -283,11 +282,9 @@ __device__ __forceinline__ void mma_tile(const GemmParams& p, SharedStorage<kBlo
   const float* alpha = (p.epilogue == EpilogueKind::kSwiGLU && wg % 2 == 1) ? p.alpha_up : p.alpha;
   const float scale = p.k_splits > 1 ? 1.0f : (alpha ? alpha[w.expert] : 1.0f) * kWeightDownscale;
   const int row = wg * 64 + warp * 16 + g;
-  const bool bulk = bulk_store_applies(p);
 #pragma unroll
   for (int b = 0; b < kBlocks; ++b) {
     // The previous pass's (or tile's) stores have read s.tile and s.rows.
-    if (bulk) ptx::bulk_wait_group_read<0>();
     ptx::named_barrier_sync(1, kConsumerThreads);
     if (b == 0) epilogue_fill_rows(p, w, s.rows, wg * 128 + t, kConsumerThreads);
     if (b < chunks_active) {
@@ -305,11 +302,7 @@ __device__ __forceinline__ void mma_tile(const GemmParams& p, SharedStorage<kBlo
     // kConsumers chunks, number n_tile * kBlocks + b, to the store.
     WorkTile pass = w;
     pass.n_tile = w.n_tile * kBlocks + b;
-    if (bulk)
-      epilogue_bulk_store<Config::kConsumers, kConsumerThreads, kBlockT>(p, pass, s.tile, kStride, s.rows,
-                                                                          wg * 128 + t);
-    else
-      epilogue_store<Config::kConsumers, kConsumerThreads>(p, pass, s.tile, kStride, s.rows, wg * 128 + t);
+    epilogue_store<Config::kConsumers, kConsumerThreads>(p, pass, s.tile, kStride, s.rows, wg * 128 + t);
   }
 }
 
@@ -337,7 +330,6 @@ __device__ void consumer(const GemmParams& p, SharedStorage<kBlockT>& s, int wg,
       else mma_tile<128>(p, s, w, wg, t, chunks_active, ps);
     }
   }
-  ptx::bulk_wait_group<0>();  // the last tile's output copies
 }
 
 template <int kBlockT>
