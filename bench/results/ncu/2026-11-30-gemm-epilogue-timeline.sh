@@ -30,9 +30,9 @@ rep('int wg, int t, int chunks_active, PipelineState& ps) {', 'int wg, int t, in
 rep('chunks_active, ps);', 'chunks_active, ps, ep_i);', 3)
 rep('  PipelineState ps;\n  WorkTile w;\n  while (sched.next_tile(w)) {\n    // Chunk b',
     '  PipelineState ps;\n  WorkTile w;\n  int ep_i = 0;\n  while (sched.next_tile(w)) {\n    // Chunk b')
-rep('      else mma_tile<128>(p, s, w, wg, t, chunks_active, ps, ep_i);\n    }\n  }\n}',
+rep('      else mma_tile<128>(p, s, w, wg, t, chunks_active, ps, ep_i);\n    }\n  }\n',
     '      else mma_tile<128>(p, s, w, wg, t, chunks_active, ps, ep_i);\n    }\n  }\n'
-    '  if (kBlockT == 128 && wg == 0 && t == 0 && blockIdx.x < 160) g_ep_count[blockIdx.x] = ep_i;\n}')
+    '  if (kBlockT == 128 && wg == 0 && t == 0 && blockIdx.x < 160) g_ep_count[blockIdx.x] = ep_i;\n')
 rep('  __syncwarp();\n  if (lane == 0) ptx::mbarrier_arrive(&s.empty[prev_stage]);\n',
     '  __syncwarp();\n  if (lane == 0) ptx::mbarrier_arrive(&s.empty[prev_stage]);\n'
     '  unsigned long long ep[10] = {}; ep[0] = ep_now(); ep[9] = kN | (w.num_rows << 16);\n')
