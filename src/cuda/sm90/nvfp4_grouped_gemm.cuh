@@ -6,22 +6,23 @@
 //             the tile's 2304-byte weight chunks; all 128 threads gather the
 //             activation rows of the tile with cp.async through the
 //             permutation (no permuted copy of X exists), 128-byte swizzled.
-//   consumers (first kConsumers = 4 warpgroups): each owns one 64-row weight
-//             chunk of the 256-row tile. Per K step it loads its A fragment
-//             (16 B codes + 8 B scales), dequantizes it in registers
-//             (dequant.cuh) and issues wgmma m64 x width x k16 with the
-//             activation tile as B. While one warpgroup dequantizes, the
-//             others' wgmmas keep the tensor cores busy; narrow tiles also
-//             double-buffer A so that a warpgroup's own dequant overlaps its
-//             previous wgmmas.
+//   consumers (first kConsumers warpgroups): each owns kBlocks 64-row weight
+//             chunks of the tile (tile height 64 * kChunks, kChunks =
+//             kConsumers * kBlocks). Per chunk and K step it loads its A
+//             fragment (16 B codes + 8 B scales), dequantizes it in registers
+//             (dequant.cuh) and issues wgmma m64 x kBlockT x k16 with the
+//             activation tile as B. A is double-buffered in registers so the
+//             dequant of one fragment overlaps the tensor-core work of the
+//             previous one.
 // The weights are the wgmma M dimension and the tokens its N dimension
 // ("swap AB"), so a tile can be as narrow as the routed rows need.
-// Configurations (TileConfig): a 256-row tile, so every activation byte
-// fetched feeds 256 weight rows; kBlockT = 128 (prefill) or 32 tokens
-// (decode, middle; may split K (k_splits) when there are too few tiles to
-// fill the GPU).
+// Configurations (TileConfig): kBlockT = 128 (prefill) runs 2 consumers of
+// 2 chunks each, a 256 x 128 tile: every activation byte fetched feeds twice
+// the MMAs of a 128-row tile. kBlockT = 32 (decode, middle) runs 4 consumers
+// of one chunk, so more warps dequantize and stream weights per SM, and may
+// split K (k_splits) when there are too few tiles to fill the GPU.
 // Epilogue (epilogue.cuh): accumulators -> alpha -> shared memory,
-// transposed -> vector stores, in passes of kPassChunks chunks.
+// transposed -> vector stores, one pass per chunk of each consumer.
 // Schedule: scheduler.cuh.
 #pragma once
 
@@ -54,25 +55,19 @@ struct TileConfig;
 // NOTES: stage counts fill the 227 KB of shared memory beside the epilogue
 // tile. ncu of qwen3 gate_up T=2048 at 4 wide stages: 40% of warp stalls
 // were consumers waiting on a full barrier (activations still in flight).
-// kChunks: 64-row weight chunks per tile, one per consumer; kABuffers: A
-// register buffers per consumer; kPassChunks: chunks per epilogue pass (the
-// shared-memory tile holds one pass).
 template <> struct TileConfig<32> {
-  static constexpr int kConsumers = 4, kStages = 14, kProducerRegs = 56, kConsumerRegs = 104;
-  static constexpr int kChunks = kConsumers, kABuffers = 2, kPassChunks = 4;
+  static constexpr int kConsumers = 4, kBlocks = 1, kStages = 14, kProducerRegs = 56, kConsumerRegs = 104;
+  static constexpr int kChunks = kConsumers * kBlocks;
   static constexpr bool kTakeFromQueue = false;  // scheduler.cuh
 };
-// NOTES: four consumers of one chunk, not two of two. With two, each
-// warpgroup's chain (dequantize a fragment, then issue its wgmmas) was on
-// the tensor cores' critical path: a 128-token tile took ~1430 cycles per K
-// block against 1024 at peak (tile timeline at f12513b), and 32-token tiles
-// (two fragments per warpgroup per K block) 70-80% of that. Four chains
-// cover each other, and a 64 x 128 accumulator with one A buffer fits the
-// 112 registers that four consumers leave (a second buffer makes ptxas
-// serialize the wgmmas, C7512); the producer runs in 32 without spills.
+// NOTES: at 40 registers the producer spills 20 bytes, in the per-tile
+// set-up only (SASS), not in the K loop. Two chunks per consumer: the
+// ablation at 44991fd (perf.md) put 28-39% of the 128 x 128 tile's time on
+// the activation gather, which a 256-row tile halves per FLOP; the second
+// accumulator set (64 more registers at n128) fits under the 232.
 template <> struct TileConfig<128> {
-  static constexpr int kConsumers = 4, kStages = 6, kProducerRegs = 32, kConsumerRegs = 112;
-  static constexpr int kChunks = kConsumers, kABuffers = 1, kPassChunks = 2;
+  static constexpr int kConsumers = 2, kBlocks = 2, kStages = 6, kProducerRegs = 40, kConsumerRegs = 232;
+  static constexpr int kChunks = kConsumers * kBlocks;
   static constexpr bool kTakeFromQueue = true;
 };
 
@@ -85,8 +80,8 @@ struct SharedStorage {
     uint8_t w[Config::kChunks][kSm90ChunkBytes];      // the tile's weight chunks
   };
   Stage stages[kStages];
-  // The epilogue tile holds one pass.
-  static constexpr int kPassRows = 64 * Config::kPassChunks;
+  // The epilogue tile holds one chunk per consumer (one pass of kBlocks).
+  static constexpr int kPassRows = 64 * Config::kConsumers;
   static constexpr int kTileStride = kPassRows + 4;  // +4 floats: conflict-free transposed writes
   float tile[kBlockT * kTileStride];
   EpilogueRows rows[kBlockT];
@@ -195,44 +190,53 @@ __device__ void producer(const GemmParams& p, SharedStorage<kBlockT>& s, int t) 
 }
 
 // The K loop of one tile at wgmma width kN (<= kBlockT), then the epilogue:
-// alpha, the transposed store of the accumulators into s.tile, and the
-// stores to global memory, one pass of kPassChunks chunks at a time.
-// active: this consumer's chunk lies inside N.
+// per chunk of this consumer, alpha, the transposed store of the
+// accumulators into s.tile, and the stores to global memory.
+// chunks_active: how many of this consumer's chunks lie inside N (>= 1).
 template <int kN, int kBlockT>
 __device__ __forceinline__ void mma_tile(const GemmParams& p, SharedStorage<kBlockT>& s, const WorkTile& w,
-                                         int wg, int t, bool active, PipelineState& ps) {
+                                         int wg, int t, int chunks_active, PipelineState& ps) {
   using Mma = ptx::WgmmaBf16RS<kN>;
   using Config = TileConfig<kBlockT>;
   constexpr int kAcc = Mma::kAccumulators;
-  constexpr int kABuffers = Config::kABuffers;
+  constexpr int kBlocks = Config::kBlocks;
   constexpr int kStages = SharedStorage<kBlockT>::kStages;
   constexpr int kConsumerThreads = 128 * Config::kConsumers;
   const int warp = t / 32, lane = t % 32, g = lane / 4, q = lane % 4;
-  float acc[kAcc];
+  float acc[kBlocks][kAcc];
 #pragma unroll
-  for (int i = 0; i < kAcc; ++i) acc[i] = 0.0f;
+  for (int b = 0; b < kBlocks; ++b)
+#pragma unroll
+    for (int i = 0; i < kAcc; ++i) acc[b][i] = 0.0f;
+  int prev_stage = -1;
   // Lane 0 releases a stage for its warp; __syncwarp first orders the other
   // lanes' fragment loads before that release (the PTX memory model gives no
   // other edge). racecheck's reports on wide tiles ending inside N were there
   // before it and remain with it: docs/reliability.md.
-  auto release = [&](int stage) {
+  auto release_previous = [&]() {
     __syncwarp();
-    if (lane == 0) ptx::mbarrier_arrive(&s.empty[stage]);
+    if (prev_stage >= 0 && lane == 0) ptx::mbarrier_arrive(&s.empty[prev_stage]);
+    prev_stage = ps.stage;
+    ps.advance<kStages>();
   };
-  int held = -1;  // kABuffers == 2: the stage the previous step's wgmmas may still read
 
-  if (active) {
+  if (chunks_active > 0) {
     // NOTES: the loop has no data-dependent branch around its wgmmas, so
     // ptxas can prove every accumulator read is behind a wait and keeps
     // the wgmma pipeline unserialized.
-    uint32_t a[kABuffers][4][4];
-    // One K block into register buffer abuf, one commit group. The wait
-    // leaves at most kABuffers - 1 groups in flight, so the buffer the next
-    // step fills is free; a stage no group reads any more is released.
-    auto fragment_step = [&](int kb, uint32_t(&abuf)[4][4]) {
+    uint32_t a[2][4][4];
+    // One fragment step: chunk b of K block kb into register buffer abuf,
+    // one commit group. The wait retires the previous group, so the buffer
+    // the next step fills is free; after a K block's last chunk the
+    // previous block's stage is released.
+    auto fragment_step = [&](int kb, int b, uint32_t(&abuf)[4][4]) {
       auto& st = s.stages[ps.stage];
-      ptx::mbarrier_wait_parity(&s.full[ps.stage], ps.phase);
-      const FragmentRef f = fragment_ref(st.w[wg], t);
+      if (b == 0) ptx::mbarrier_wait_parity(&s.full[ps.stage], ps.phase);
+      // A chunk past N reads this warpgroup's first chunk instead (a select,
+      // not a branch: any branch here serializes the wgmmas, C7513); its
+      // products are never stored.
+      const int c = b < chunks_active ? b * Config::kConsumers + wg : wg;
+      const FragmentRef f = fragment_ref(st.w[c], t);
       dequant_fragment(*reinterpret_cast<const uint4*>(f.codes), *reinterpret_cast<const uint2*>(f.scales),
                        kScaleCodeMul, abuf);
       const uint64_t desc = ptx::smem_desc_kmajor_sw128(st.x);
@@ -240,69 +244,65 @@ __device__ __forceinline__ void mma_tile(const GemmParams& p, SharedStorage<kBlo
 #pragma unroll
       for (int step = 0; step < 4; ++step) {
         // k16 step: +32 bytes along the swizzled row, i.e. +2 in desc units.
-        Mma::mma(acc, abuf[step], desc + 2 * step, kb > w.k_begin || step > 0);
+        Mma::mma(acc[b], abuf[step], desc + 2 * step, kb > w.k_begin || step > 0);
       }
       ptx::wgmma_commit_group();
-      ptx::wgmma_wait_group<kABuffers - 1>();
-      if constexpr (kABuffers == 1) {
-        release(ps.stage);
-      } else {
-        if (held >= 0) release(held);
-        held = ps.stage;
-      }
-      ps.advance<kStages>();
+      ptx::wgmma_wait_group<1>();
+      if (b == kBlocks - 1) release_previous();
     };
-    static_assert(kABuffers == 1 || kABuffers == 2, "one or two A register buffers");
+    // Two fragment steps per iteration (static register buffers): two K
+    // blocks of one chunk, or one K block of two chunks.
+    constexpr int kKbPerIter = 2 / kBlocks;
+    static_assert(kBlocks == 1 || kBlocks == 2, "two A register buffers serve one or two chunks");
     int kb = w.k_begin;
-    if constexpr (kABuffers == 2) {
-      // Two steps per iteration: static register buffers.
-      for (; kb + 2 <= w.k_end; kb += 2) {
-        fragment_step(kb, a[0]);
-        fragment_step(kb + 1, a[1]);
-      }
+    for (; kb + kKbPerIter <= w.k_end; kb += kKbPerIter) {
+#pragma unroll
+      for (int j = 0; j < kKbPerIter; ++j)
+#pragma unroll
+        for (int b = 0; b < kBlocks; ++b) fragment_step(kb + j, b, a[j * kBlocks + b]);
     }
-    for (; kb < w.k_end; ++kb) fragment_step(kb, a[0]);
+    if (kb < w.k_end) fragment_step(kb, 0, a[0]);  // kBlocks == 1, odd K range
     ptx::wgmma_wait_group<0>();
-    ptx::wgmma_fence_operands(acc);
-    if (held >= 0) release(held);
+#pragma unroll
+    for (int b = 0; b < kBlocks; ++b) ptx::wgmma_fence_operands(acc[b]);
   } else {
-    // This warpgroup's chunk is past N: keep the pipeline bookkeeping in
-    // step with the producer and the other warpgroups.
+    // This warpgroup's chunks are all past N (N % 128 == 64 at the end of
+    // N): keep the pipeline bookkeeping in step with the producer and the
+    // other warpgroups.
     for (int kb = w.k_begin; kb < w.k_end; ++kb) {
       ptx::mbarrier_wait_parity(&s.full[ps.stage], ps.phase);
-      release(ps.stage);
-      ps.advance<kStages>();
+      release_previous();
     }
   }
+  __syncwarp();
+  if (lane == 0) ptx::mbarrier_arrive(&s.empty[prev_stage]);
 
   constexpr int kStride = SharedStorage<kBlockT>::kTileStride;
-  constexpr int kPassChunks = Config::kPassChunks, kPasses = Config::kChunks / kPassChunks;
   // Split K: raw partial sums; the reduction applies alpha once, in order.
-  // Chunk parity = warpgroup parity: SwiGLU tiles alternate gate, up.
   const float* alpha = (p.epilogue == EpilogueKind::kSwiGLU && wg % 2 == 1) ? p.alpha_up : p.alpha;
   const float scale = p.k_splits > 1 ? 1.0f : (alpha ? alpha[w.expert] : 1.0f) * kWeightDownscale;
-  const int row = (wg % kPassChunks) * 64 + warp * 16 + g;
+  const int row = wg * 64 + warp * 16 + g;
 #pragma unroll
-  for (int pass = 0; pass < kPasses; ++pass) {
+  for (int b = 0; b < kBlocks; ++b) {
     // The previous pass's (or tile's) stores have read s.tile and s.rows.
     ptx::named_barrier_sync(1, kConsumerThreads);
-    if (pass == 0) epilogue_fill_rows(p, w, s.rows, wg * 128 + t, kConsumerThreads);
-    if (active && wg / kPassChunks == pass) {
+    if (b == 0) epilogue_fill_rows(p, w, s.rows, wg * 128 + t, kConsumerThreads);
+    if (b < chunks_active) {
 #pragma unroll
       for (int i = 0; i < kAcc / 4; ++i) {
         const int col = 8 * i + 2 * q;
-        s.tile[col * kStride + row] = acc[4 * i + 0] * scale;
-        s.tile[(col + 1) * kStride + row] = acc[4 * i + 1] * scale;
-        s.tile[col * kStride + row + 8] = acc[4 * i + 2] * scale;
-        s.tile[(col + 1) * kStride + row + 8] = acc[4 * i + 3] * scale;
+        s.tile[col * kStride + row] = acc[b][4 * i + 0] * scale;
+        s.tile[(col + 1) * kStride + row] = acc[b][4 * i + 1] * scale;
+        s.tile[col * kStride + row + 8] = acc[b][4 * i + 2] * scale;
+        s.tile[(col + 1) * kStride + row + 8] = acc[b][4 * i + 3] * scale;
       }
     }
     ptx::named_barrier_sync(1, kConsumerThreads);
-    // Pass `pass` holds chunks pass * kPassChunks .. + kPassChunks - 1: a
-    // tile of kPassChunks chunks, number n_tile * kPasses + pass.
-    WorkTile pass_tile = w;
-    pass_tile.n_tile = w.n_tile * kPasses + pass;
-    epilogue_store<kPassChunks, kConsumerThreads>(p, pass_tile, s.tile, kStride, s.rows, wg * 128 + t);
+    // Pass b holds chunks b * kConsumers .. + kConsumers - 1: a tile of
+    // kConsumers chunks, number n_tile * kBlocks + b, to the store.
+    WorkTile pass = w;
+    pass.n_tile = w.n_tile * kBlocks + b;
+    epilogue_store<Config::kConsumers, kConsumerThreads>(p, pass, s.tile, kStride, s.rows, wg * 128 + t);
   }
 }
 
@@ -314,16 +314,20 @@ __device__ void consumer(const GemmParams& p, SharedStorage<kBlockT>& s, int wg,
   PipelineState ps;
   WorkTile w;
   while (sched.next_tile(w)) {
-    // This warpgroup's chunk is chunk wg of the tile.
-    const bool active = Config::kChunks * w.n_tile + wg < n_blocks;
+    // Chunk b of this warpgroup is chunk b * kConsumers + wg of the tile.
+    const int first = Config::kChunks * w.n_tile + wg;
+    const int chunks_active = max(0, min(Config::kBlocks, (n_blocks - first + Config::kConsumers - 1) /
+                                                              Config::kConsumers));
     // One branch per wgmma width: the tile pays only for the columns its
     // rows need (tile_rows_for), and the choice is the same under both
-    // schedules, so outputs stay bit-identical.
+    // schedules, so outputs stay bit-identical. NOTES: the narrowest is 32;
+    // adding a 16-wide path to the 128 kernel makes ptxas serialize its
+    // wgmmas for lack of registers (C7512).
     if (w.tile_rows <= kMinMmaWidth) {
-      mma_tile<32>(p, s, w, wg, t, active, ps);
+      mma_tile<32>(p, s, w, wg, t, chunks_active, ps);
     } else if constexpr (kBlockT >= 128) {
-      if (w.tile_rows <= 64) mma_tile<64>(p, s, w, wg, t, active, ps);
-      else mma_tile<128>(p, s, w, wg, t, active, ps);
+      if (w.tile_rows <= 64) mma_tile<64>(p, s, w, wg, t, chunks_active, ps);
+      else mma_tile<128>(p, s, w, wg, t, chunks_active, ps);
     }
   }
 }
