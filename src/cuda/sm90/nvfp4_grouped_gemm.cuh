@@ -59,7 +59,6 @@ template <> struct TileConfig<32> {
   static constexpr int kConsumers = 4, kBlocks = 1, kStages = 14, kProducerRegs = 56, kConsumerRegs = 104;
   static constexpr int kChunks = kConsumers * kBlocks;
   static constexpr bool kTakeFromQueue = false;  // scheduler.cuh
-  static constexpr bool kProducerStoresLastPass = false;
 };
 // NOTES: at 40 registers the producer spills 20 bytes, in the per-tile
 // set-up only (SASS), not in the K loop. Two chunks per consumer: the
@@ -70,13 +69,6 @@ template <> struct TileConfig<128> {
   static constexpr int kConsumers = 2, kBlocks = 2, kStages = 6, kProducerRegs = 40, kConsumerRegs = 232;
   static constexpr int kChunks = kConsumers * kBlocks;
   static constexpr bool kTakeFromQueue = true;
-  // NOTES: the consumers leave a tile's last epilogue pass in shared memory
-  // and return to their K loop; the producer, whose stages are full by then,
-  // stores it. Ablation at 3078b72: the epilogue is 13.5-28% of qwen3 and
-  // gpt-oss prefill, and its store loops take the same time without their
-  // global stores (epilogue timeline at 9d6d38b), so the time is the loop's,
-  // which idle warps can take over.
-  static constexpr bool kProducerStoresLastPass = true;
 };
 
 template <int kBlockT>
@@ -96,12 +88,6 @@ struct SharedStorage {
   ItemRing ring;
   uint64_t full[kStages];
   uint64_t empty[kStages];
-  // kProducerStoresLastPass: the tile whose last pass s.tile holds; the
-  // consumers complete a phase of epi_full when they have written it, the
-  // producer one of epi_empty when it has stored it (and read s.rows).
-  WorkTile epi_tile;
-  uint64_t epi_full;
-  uint64_t epi_empty;
 };
 
 template <int kBlockT>
@@ -149,16 +135,6 @@ struct GatherShape {
   static_assert(kRowsPerThread >= 1 && kRowsPerThread * kRowsPerPass == kBlockT, "rows split evenly");
 };
 
-// The producer's share of a tile's last epilogue pass. NOTES: out of line,
-// so that the store's registers are saved around the call, once per tile;
-// inlined, the producer's 40 registers spilled its copy addresses inside the
-// K loop.
-template <int kBlockT>
-__device__ __noinline__ void producer_store_last_pass(const GemmParams& p, SharedStorage<kBlockT>& s, int t) {
-  epilogue_store<TileConfig<kBlockT>::kConsumers, kProducerThreads>(p, s.epi_tile, s.tile,
-                                                                     SharedStorage<kBlockT>::kTileStride, s.rows, t);
-}
-
 template <int kBlockT>
 __device__ void producer(const GemmParams& p, SharedStorage<kBlockT>& s, int t) {
   constexpr int kStages = SharedStorage<kBlockT>::kStages;
@@ -170,23 +146,7 @@ __device__ void producer(const GemmParams& p, SharedStorage<kBlockT>& s, int t) 
   TileScheduler<kBlockT, kChunks, TileConfig<kBlockT>::kTakeFromQueue> sched(p, s.ring, t == 0);
   PipelineState ps;
   WorkTile w;
-  // Tiles whose last epilogue pass this warpgroup has still to store, and
-  // the parity of the next epi_full phase. The pass of tile j - 2 is stored
-  // at the start of tile j: the consumers wrote it a whole tile earlier,
-  // before they started tile j - 1, and wait for it to be stored only at the
-  // end of tile j - 1, while this warpgroup has issued all of that tile's
-  // copies; so neither side waits, and the K loop below has no store code.
-  int32_t passes_owed = 0;
-  uint32_t epi_phase = 0;
-  auto store_last_pass = [&]() {
-    ptx::mbarrier_wait_parity(&s.epi_full, epi_phase);
-    producer_store_last_pass(p, s, t);
-    ptx::mbarrier_arrive(&s.epi_empty);
-    epi_phase ^= 1;
-    --passes_owed;
-  };
   while (sched.next_tile(w)) {
-    if (TileConfig<kBlockT>::kProducerStoresLastPass && passes_owed == 2) store_last_pass();
     const uint16_t* src[G::kRowsPerThread];
 #pragma unroll
     for (int i = 0; i < G::kRowsPerThread; ++i) {
@@ -207,21 +167,16 @@ __device__ void producer(const GemmParams& p, SharedStorage<kBlockT>& s, int t) 
           ptx::bulk_copy_g2s(st.w[c], w0 + (int64_t(c) * k_blocks + kb) * kSm90ChunkBytes, kSm90ChunkBytes,
                              &s.full[ps.stage]);
       }
-      // The copy offsets are re-derived per K block from an opaque copy of
-      // t: hoisted out of the loop, they outgrow the producer's registers
-      // beside the out-of-line epilogue store (spills before every copy).
-      int tk = t;
-      asm volatile("" : "+r"(tk));
 #pragma unroll
       for (int i = 0; i < G::kRowsPerThread; ++i) {
-        const int row = tk / G::kThreadsPerRow + G::kRowsPerPass * i;
+        const int row = t / G::kThreadsPerRow + G::kRowsPerPass * i;
         // Rows past the tile's wgmma width are never read; rows past its
         // count but inside the width are zero-filled.
         if (row < width) {
           char* dst_row = reinterpret_cast<char*>(st.x) + row * 128;
 #pragma unroll
           for (int j = 0; j < G::kPieces; ++j) {
-            const int piece = j * G::kThreadsPerRow + tk % G::kThreadsPerRow;
+            const int piece = j * G::kThreadsPerRow + piece0;
             ptx::cp_async_16(dst_row + ((piece ^ (row & 7)) << 4), src[i] + kb * kKStep + j * G::kThreadsPerRow * 8,
                              row < w.num_rows ? 16u : 0u);
           }
@@ -230,10 +185,6 @@ __device__ void producer(const GemmParams& p, SharedStorage<kBlockT>& s, int t) 
       ptx::cp_async_mbarrier_arrive_noinc(&s.full[ps.stage]);
       ps.advance<kStages>();
     }
-    ++passes_owed;
-  }
-  if constexpr (TileConfig<kBlockT>::kProducerStoresLastPass) {
-    while (passes_owed > 0) store_last_pass();
   }
   ptx::cp_async_wait_all();  // no copy may outlive its issuing thread
 }
@@ -244,8 +195,7 @@ __device__ void producer(const GemmParams& p, SharedStorage<kBlockT>& s, int t) 
 // chunks_active: how many of this consumer's chunks lie inside N (>= 1).
 template <int kN, int kBlockT>
 __device__ __forceinline__ void mma_tile(const GemmParams& p, SharedStorage<kBlockT>& s, const WorkTile& w,
-                                         int wg, int t, int chunks_active, PipelineState& ps,
-                                         uint32_t& epi_phase) {
+                                         int wg, int t, int chunks_active, PipelineState& ps) {
   using Mma = ptx::WgmmaBf16RS<kN>;
   using Config = TileConfig<kBlockT>;
   constexpr int kAcc = Mma::kAccumulators;
@@ -332,9 +282,6 @@ __device__ __forceinline__ void mma_tile(const GemmParams& p, SharedStorage<kBlo
   const float* alpha = (p.epilogue == EpilogueKind::kSwiGLU && wg % 2 == 1) ? p.alpha_up : p.alpha;
   const float scale = p.k_splits > 1 ? 1.0f : (alpha ? alpha[w.expert] : 1.0f) * kWeightDownscale;
   const int row = wg * 64 + warp * 16 + g;
-  constexpr bool kHandOff = Config::kProducerStoresLastPass;
-  // The producer has stored the previous tile's last pass (and read s.rows).
-  if constexpr (kHandOff) ptx::mbarrier_wait_parity(&s.epi_empty, epi_phase ^ 1);
 #pragma unroll
   for (int b = 0; b < kBlocks; ++b) {
     // The previous pass's (or tile's) stores have read s.tile and s.rows.
@@ -350,21 +297,13 @@ __device__ __forceinline__ void mma_tile(const GemmParams& p, SharedStorage<kBlo
         s.tile[(col + 1) * kStride + row + 8] = acc[b][4 * i + 3] * scale;
       }
     }
+    ptx::named_barrier_sync(1, kConsumerThreads);
     // Pass b holds chunks b * kConsumers .. + kConsumers - 1: a tile of
     // kConsumers chunks, number n_tile * kBlocks + b, to the store.
     WorkTile pass = w;
     pass.n_tile = w.n_tile * kBlocks + b;
-    if (kHandOff && b == kBlocks - 1) {
-      // The last pass is the producer's to store; each thread's arrival
-      // releases its own writes.
-      if (wg == 0 && t == 0) s.epi_tile = pass;
-      ptx::mbarrier_arrive(&s.epi_full);
-    } else {
-      ptx::named_barrier_sync(1, kConsumerThreads);
-      epilogue_store<Config::kConsumers, kConsumerThreads>(p, pass, s.tile, kStride, s.rows, wg * 128 + t);
-    }
+    epilogue_store<Config::kConsumers, kConsumerThreads>(p, pass, s.tile, kStride, s.rows, wg * 128 + t);
   }
-  epi_phase ^= 1;
 }
 
 template <int kBlockT>
@@ -374,7 +313,6 @@ __device__ void consumer(const GemmParams& p, SharedStorage<kBlockT>& s, int wg,
   TileScheduler<kBlockT, Config::kChunks, Config::kTakeFromQueue> sched(p, s.ring, false);
   PipelineState ps;
   WorkTile w;
-  uint32_t epi_phase = 0;  // kProducerStoresLastPass: parity of this tile's epi_full phase
   while (sched.next_tile(w)) {
     // Chunk b of this warpgroup is chunk b * kConsumers + wg of the tile.
     const int first = Config::kChunks * w.n_tile + wg;
@@ -386,10 +324,10 @@ __device__ void consumer(const GemmParams& p, SharedStorage<kBlockT>& s, int wg,
     // adding a 16-wide path to the 128 kernel makes ptxas serialize its
     // wgmmas for lack of registers (C7512).
     if (w.tile_rows <= kMinMmaWidth) {
-      mma_tile<32>(p, s, w, wg, t, chunks_active, ps, epi_phase);
+      mma_tile<32>(p, s, w, wg, t, chunks_active, ps);
     } else if constexpr (kBlockT >= 128) {
-      if (w.tile_rows <= 64) mma_tile<64>(p, s, w, wg, t, chunks_active, ps, epi_phase);
-      else mma_tile<128>(p, s, w, wg, t, chunks_active, ps, epi_phase);
+      if (w.tile_rows <= 64) mma_tile<64>(p, s, w, wg, t, chunks_active, ps);
+      else mma_tile<128>(p, s, w, wg, t, chunks_active, ps);
     }
   }
 }
@@ -412,8 +350,6 @@ __global__ void __launch_bounds__(threads<kBlockT>(), 1) nvfp4_grouped_gemm_kern
       ptx::mbarrier_init(&s.empty[i], 4 * Config::kConsumers);  // lane 0 of each consumer warp
     }
     item_ring_init(s.ring, threads<kBlockT>() / 32);
-    ptx::mbarrier_init(&s.epi_full, kConsumerThreads);
-    ptx::mbarrier_init(&s.epi_empty, kProducerThreads);
     ptx::fence_mbarrier_init();
   }
   __syncthreads();
