@@ -1,5 +1,4 @@
-// PTX wrappers: warp-level mma.sync (sm_80+), the F32 -> BF16 pack it feeds,
-// and the warp's 8 x 8 fragment transpose.
+// PTX wrappers: warp-level mma.sync (sm_80+) and the F32 -> BF16 pack it feeds.
 #pragma once
 
 #include <cstdint>
@@ -24,16 +23,6 @@ __device__ __forceinline__ void mma_m16n8k16_bf16(float (&d)[4], const uint32_t 
 __device__ __forceinline__ uint32_t pack_bf16x2_rn(float lo, float hi) {
   uint32_t d;
   asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(d) : "f"(hi), "f"(lo));
-  return d;
-}
-
-// An 8 x 8 matrix of b16 in fragments (lane 4g + q holds row g, columns
-// 2q and 2q + 1, the lower column in the lower half), transposed: lane 4g + q
-// then holds column g, rows 2q and 2q + 1 of the input. Every lane of the
-// warp must execute it.
-__device__ __forceinline__ uint32_t movmatrix_trans_b16(uint32_t a) {
-  uint32_t d;
-  asm volatile("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;" : "=r"(d) : "r"(a));
   return d;
 }
 

@@ -34,7 +34,6 @@
 #include "cuda/pipeline_state.cuh"
 #include "cuda/ptx/async_copy.cuh"
 #include "cuda/ptx/mbarrier.cuh"
-#include "cuda/ptx/mma.cuh"
 #include "cuda/ptx/sync.cuh"
 #include "cuda/ptx/wgmma.cuh"
 #include "cuda/scheduler.cuh"
@@ -282,36 +281,6 @@ __device__ __forceinline__ void mma_tile(const GemmParams& p, SharedStorage<kBlo
   // Split K: raw partial sums; the reduction applies alpha once, in order.
   const float* alpha = (p.epilogue == EpilogueKind::kSwiGLU && wg % 2 == 1) ? p.alpha_up : p.alpha;
   const float scale = p.k_splits > 1 ? 1.0f : (alpha ? alpha[w.expert] : 1.0f) * kWeightDownscale;
-  if (p.k_splits == 1 && p.epilogue == EpilogueKind::kStore && p.y_dtype == DType::kBF16 && p.route_w == nullptr) {
-    // BF16 rows straight from the accumulators: each 8 x 8 block (8 weight
-    // rows x 8 tokens) packed to BF16 and transposed across the warp
-    // (movmatrix), so lane 4g + q holds output columns 2q, 2q + 1 of token g
-    // and stores them. No shared-memory tile, two barriers instead of four.
-    // NOTES: the tile's epilogue took 4.6-4.8 us per 128 tokens through
-    // shared memory and store loops (timeline at 9d6d38b), 13.5-28% of
-    // qwen3 prefill (ablation at 3078b72). Same rounding as store4.
-    ptx::named_barrier_sync(1, kConsumerThreads);  // the previous tile's reads of s.rows
-    epilogue_fill_rows(p, w, s.rows, wg * 128 + t, kConsumerThreads);
-    ptx::named_barrier_sync(1, kConsumerThreads);
-    auto* y = static_cast<__nv_bfloat16*>(p.y);
-#pragma unroll
-    for (int b = 0; b < kBlocks; ++b) {
-      if (b >= chunks_active) continue;
-      const int64_t col = int64_t(Config::kChunks * w.n_tile + b * Config::kConsumers + wg) * 64 + warp * 16 + 2 * q;
-#pragma unroll
-      for (int i = 0; i < kAcc / 4; ++i) {
-        const int token = 8 * i + g;
-        const int64_t out = token < w.num_rows ? s.rows[token].out_row * p.y_stride + col : -1;
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const uint32_t v = ptx::movmatrix_trans_b16(
-              ptx::pack_bf16x2_rn(acc[b][4 * i + 2 * h] * scale, acc[b][4 * i + 2 * h + 1] * scale));
-          if (out >= 0) *reinterpret_cast<uint32_t*>(y + out + 8 * h) = v;
-        }
-      }
-    }
-    return;
-  }
   const int row = wg * 64 + warp * 16 + g;
 #pragma unroll
   for (int b = 0; b < kBlocks; ++b) {
