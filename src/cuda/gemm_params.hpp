@@ -55,6 +55,9 @@ struct GemmParams {
   const int32_t* offsets = nullptr;
   Schedule schedule = Schedule::kCompact;
   TileQueue* queue = nullptr;         // compact only
+  // Compact only: the grid has one CTA per possible item (compact_grid_ctas,
+  // launch.hpp) and the CTAs take items by index, not from the queue.
+  bool one_cta_per_item = false;
   int32_t rect_tiles_per_expert = 0;  // ceil(T / block_t): the worst case, known on the host
 
   // Output.

@@ -3,6 +3,7 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <utility>
@@ -67,6 +68,30 @@ inline constexpr int32_t kBlockTWide = 128;
 // latency can overlap, as a GEMM CTA fills its SM.
 Status launch_grouped_gemm(const GemmParams& p, int32_t block_t, int num_sms, cudaStream_t stream);
 Status launch_reduce_split_k(const GemmParams& p, int num_sms, cudaStream_t stream);
+
+// Host policy: the compact schedule's grid. At most max_jobs() jobs exist
+// (each expert adds at most one partial tile to pairs / block_t full ones),
+// so items_bound = min(pairs / block_t + min(E, pairs), ...) x N tiles x K
+// splits, known on the host before the plan runs. Up to kOneShotWaves grids
+// of SMs, one CTA per item bound: the hardware hands each item to the first
+// SM that frees, as in the rect grid, and the CTAs past the real item count
+// exit at once. Beyond it, num_sms persistent CTAs walk the items. NOTES:
+// mixtral down T = 512 (<= 256 items of ~180 us on 132 SMs) ran compact at
+// 0.90-0.92x of rect (bench/results/2026-11-30-h200-f12513b-compact-rect-
+// order.json): a persistent CTA takes its next item one tile ahead (or, for
+// narrow tiles, by a fixed stride), not when it frees, so in a grid of
+// 1-2 items per SM the second wave went to CTAs that were still busy.
+// Worked examples (132 SMs): mixtral down T = 512 (1024 pairs, E = 8, N =
+// 4096 in 256-row tiles) -> (8 + 8) x 16 = 256 CTAs; qwen3 gate_up T = 2048
+// -> (128 + 128) x 6 = 1536 items -> 132 persistent CTAs.
+inline constexpr int64_t kOneShotWaves = 2;
+inline int64_t compact_items_bound(int64_t pairs, int64_t num_experts, int32_t block_t, int64_t n_tiles,
+                                   int64_t k_splits) {
+  return (pairs / block_t + std::min(num_experts, pairs)) * n_tiles * k_splits;
+}
+inline int64_t compact_grid_ctas(int64_t items_bound, int num_sms) {
+  return items_bound <= kOneShotWaves * num_sms ? items_bound : num_sms;
+}
 
 // Host policy: how many K splits a narrow-tile GEMM uses when fewer work
 // items than half the SMs exist. A function of shapes only (never of the

@@ -1,7 +1,9 @@
 // Tile schedulers: which (expert rows, N tile) a CTA computes next.
 //
-// compact: a persistent grid walks the device job list, item = job * n_tiles
-//          + n_tile. Wide tiles take items in order from a global counter as
+// compact: the device job list, item = job * n_tiles + n_tile. A grid of
+//          at most two waves has one CTA per possible item, each taking
+//          item blockIdx.x (compact_grid_ctas, launch.hpp); larger ones are
+//          persistent and walk the items. Wide tiles take items in order from a global counter as
 //          CTAs come free (tiles of 32, 64 and 128 columns differ 4x in
 //          cost, and a fixed striping left SMs idle: ncu at eb4aa00 measured
 //          active cycles from 17% below to 10% above the mean); narrow tiles
@@ -78,7 +80,7 @@ struct TileScheduler {
   PipelineState ring_state;
 
   __device__ TileScheduler(const GemmParams& params, ItemRing& item_ring, bool is_fetcher)
-      : p(params), ring(item_ring), queued(kTakeFromQueue && params.schedule == Schedule::kCompact),
+      : p(params), ring(item_ring), queued(kTakeFromQueue && params.schedule == Schedule::kCompact && !params.one_cta_per_item),
         fetcher(is_fetcher), n_tiles(params.n_tiles(kChunks)),
         per_row_tile(n_tiles * params.k_splits) {
     total = p.schedule == Schedule::kCompact ? *p.num_jobs * per_row_tile

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <numeric>
 
+#include "cuda/launch.hpp"
 #include "gpu_test_util.hpp"
 #include "nvfp4moe/plan.hpp"
 
@@ -254,11 +255,16 @@ TEST_F(GpuMulMatId, RaggedRouting) {
 }
 
 // compact and rect cut the same tiles, so every output bit must agree; and
-// the same input must give the same bits on every run.
+// the same input must give the same bits on every run. T = 700 runs the
+// compact grid of one CTA per item, T = 8192 its persistent grid with the
+// tile queue (compact_grid_ctas, launch.hpp).
 TEST_F(GpuMulMatId, SchedulesBitIdenticalAndDeterministic) {
   std::mt19937_64 rng(test_seed());
-  for (int64_t T : {1, 33, 700}) {
+  for (int64_t T : {1, 33, 700, 8192}) {
     const int64_t E = 32, N = 384, K = 1024, k = 4;
+    const int64_t items = cuda::compact_items_bound(T * k, E, cuda::kBlockTWide, 2, 1);
+    if (T == 700) ASSERT_EQ(items, cuda::compact_grid_ctas(items, ctx->num_sms()));
+    if (T == 8192) ASSERT_EQ(ctx->num_sms(), cuda::compact_grid_ctas(items, ctx->num_sms()));
     ExpertWeights w = random_weights(rng, E, N, K);
     cuda::DeviceExpertWeights dw;
     ASSERT_OK(cuda::upload_expert_weights(w.view(), &dw));

@@ -3,8 +3,11 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <random>
+#include <vector>
 
 #include "cuda/launch.hpp"
+#include "test_util.hpp"
 
 namespace nvfp4moe::testing {
 namespace {
@@ -78,6 +81,34 @@ TEST(CudaHostPolicy, StreamerOverlapNeedsMoreCtasThanSms) {
   EXPECT_FALSE(cuda::streamer_overlap_pays(cuda::weight_streamer_ctas(4096, false, 1, 2), 132));
   EXPECT_TRUE(cuda::streamer_overlap_pays(cuda::weight_streamer_ctas(4096, false, 2, 2), 132));
   EXPECT_FALSE(cuda::streamer_overlap_pays(132, 132));
+}
+
+// The compact grid's worked examples (launch.hpp), and the bound itself:
+// the plan never makes more jobs than compact_items_bound counts.
+TEST(CudaHostPolicy, CompactGridIsOneShotUpToTwoWaves) {
+  const int64_t mixtral_down = cuda::compact_items_bound(512 * 2, 8, cuda::kBlockTWide, 4096 / 256, 1);
+  EXPECT_EQ(256, mixtral_down);
+  EXPECT_EQ(256, cuda::compact_grid_ctas(mixtral_down, 132));
+  const int64_t qwen3_gate_up = cuda::compact_items_bound(2048 * 8, 128, cuda::kBlockTWide, 1536 / 256, 1);
+  EXPECT_EQ(1536, qwen3_gate_up);
+  EXPECT_EQ(132, cuda::compact_grid_ctas(qwen3_gate_up, 132));
+  EXPECT_EQ(264, cuda::compact_grid_ctas(264, 132));
+  EXPECT_EQ(132, cuda::compact_grid_ctas(265, 132));
+  EXPECT_EQ(0, cuda::compact_grid_ctas(0, 132));
+  // Fewer pairs than experts: at most one job per pair.
+  EXPECT_EQ(3 * 2, cuda::compact_items_bound(3, 128, cuda::kBlockTNarrow, 2, 1));
+  // Any split of the pairs over the experts (here skewed: each pair goes to
+  // expert r % 2^b for a random bit count b) stays within the bound.
+  std::mt19937_64 rng(test_seed());
+  for (int trial = 0; trial < 300; ++trial) {
+    const int32_t block = trial % 2 ? cuda::kBlockTWide : cuda::kBlockTNarrow;
+    const int64_t E = 1 + int64_t(rng() % 300), pairs = 1 + int64_t(rng() % 20000);
+    std::vector<int64_t> counts(size_t(E), 0);
+    for (int64_t i = 0; i < pairs; ++i) ++counts[size_t((rng() % (uint64_t(1) << (rng() % 10))) % uint64_t(E))];
+    int64_t jobs = 0;
+    for (int64_t c : counts) jobs += (c + block - 1) / block;
+    EXPECT_LE(jobs, cuda::compact_items_bound(pairs, E, block, 1, 1)) << "E=" << E << " pairs=" << pairs;
+  }
 }
 
 }  // namespace

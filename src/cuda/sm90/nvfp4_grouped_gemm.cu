@@ -16,16 +16,22 @@ Status launch_sm90(const GemmParams& p, int num_sms, cudaStream_t stream) {
   constexpr size_t smem = sm90::smem_bytes<kBlockT>();
   constexpr int kChunks = sm90::TileConfig<kBlockT>::kChunks;
   NVFP4MOE_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-  int64_t grid = num_sms;  // compact: persistent, one CTA per SM
-  if (p.schedule == Schedule::kRect)
+  GemmParams q = p;
+  int64_t grid;
+  if (p.schedule == Schedule::kRect) {
     grid = int64_t(p.num_experts) * p.rect_tiles_per_expert * p.n_tiles(kChunks) * p.k_splits;
+  } else {
+    const int64_t items = compact_items_bound(p.sorted_rows, p.num_experts, kBlockT, p.n_tiles(kChunks), p.k_splits);
+    grid = compact_grid_ctas(items, num_sms);
+    q.one_cta_per_item = grid == items;
+  }
   if (grid <= 0) return ok_status();
   if (grid > INT32_MAX)
     return make_status(StatusCode::kOutOfRange, "rect schedule grid of ", grid, " CTAs exceeds the launch limit");
   NVFP4MOE_CUDA_TRY(launch_kernel(kernel, dim3(uint32_t(grid)), dim3(sm90::threads<kBlockT>()), smem, stream,
-                                  LaunchOrder::kAfterPrevious, p));
+                                  LaunchOrder::kAfterPrevious, q));
   NVFP4MOE_CUDA_CHECK_LAUNCH("nvfp4_grouped_gemm_kernel");
-  if (p.k_splits > 1) return launch_reduce_split_k(p, num_sms, stream);
+  if (q.k_splits > 1) return launch_reduce_split_k(q, num_sms, stream);
   return ok_status();
 }
 
