@@ -173,7 +173,9 @@ TEST_F(GpuMulMatId, GgmlTestGrid) {
         }
 }
 
-// Model presets (gate_up and down shapes) at T in {1, 7, 64, 2048}; rows sampled.
+// Model presets (gate_up and down shapes) at T in {1, 7, 64, 2048}; rows
+// sampled. BF16 outputs too from T = 64 (the plan path's BF16 rows
+// epilogue, narrow and wide tiles).
 TEST_F(GpuMulMatId, Presets) {
   struct Shape { const char* name; int64_t E, k, N, K; bool per_slot; };
   const Shape shapes[] = {
@@ -184,10 +186,13 @@ TEST_F(GpuMulMatId, Presets) {
   };
   for (const Shape& s : shapes)
     for (int64_t T : {1, 7, 64, 2048}) {
-      Case c{s.E, s.N, s.K, T, s.k, s.per_slot};
-      c.sample_pairs = 48;
-      check_case(c, s.name);
-      if (HasFatalFailure()) return;
+      for (DType yd : {DType::kF32, DType::kBF16}) {
+        if (yd == DType::kBF16 && T < 64) continue;
+        Case c{s.E, s.N, s.K, T, s.k, s.per_slot, DType::kF32, yd};
+        c.sample_pairs = 48;
+        check_case(c, s.name);
+        if (HasFatalFailure()) return;
+      }
     }
 }
 
@@ -204,16 +209,19 @@ TEST_F(GpuMulMatId, DtypesAndSmallestShapes) {
 // The wide tile is 256 weight rows, two 64-row chunks per consumer
 // warpgroup: N = 64 .. 448 ends it after 1, 2, 3 and 5, 7 of its chunks
 // (a warpgroup with one chunk past N, or none), over odd and even K blocks
-// and both schedules. 100 rows per expert select the wide tile.
+// and both schedules, to F32 (two epilogue passes) and to BF16 (the BF16
+// rows epilogue: one pass, the lanes of chunks past N idle). 100 rows per
+// expert select the wide tile.
 TEST_F(GpuMulMatId, WideTileEndsInsideN) {
   for (int64_t N : {64, 128, 192, 256, 320, 448})
     for (int64_t K : {128, 192})
-      for (Schedule s : {Schedule::kCompact, Schedule::kRect}) {
-        Case c{4, N, K, 200, 2, N % 128 == 64};
-        c.schedule = s;
-        check_case(c, "wide-tile-end");
-        if (HasFatalFailure()) return;
-      }
+      for (Schedule s : {Schedule::kCompact, Schedule::kRect})
+        for (DType yd : {DType::kF32, DType::kBF16}) {
+          Case c{4, N, K, 200, 2, N % 128 == 64, DType::kF32, yd};
+          c.schedule = s;
+          check_case(c, "wide-tile-end");
+          if (HasFatalFailure()) return;
+        }
 }
 
 // Around the weight streamer (T <= 4) and its hand-over to the plan path:

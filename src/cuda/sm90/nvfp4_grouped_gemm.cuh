@@ -34,6 +34,8 @@
 #include "cuda/pipeline_state.cuh"
 #include "cuda/ptx/async_copy.cuh"
 #include "cuda/ptx/mbarrier.cuh"
+#include "cuda/ptx/mma.cuh"
+#include "cuda/ptx/stmatrix.cuh"
 #include "cuda/ptx/sync.cuh"
 #include "cuda/ptx/wgmma.cuh"
 #include "cuda/scheduler.cuh"
@@ -80,10 +82,19 @@ struct SharedStorage {
     uint8_t w[Config::kChunks][kSm90ChunkBytes];      // the tile's weight chunks
   };
   Stage stages[kStages];
-  // The epilogue tile holds one chunk per consumer (one pass of kBlocks).
+  // The epilogue tile: F32, one chunk per consumer (one pass of kBlocks);
+  // or BF16, every chunk of the tile (bf16_rows_epilogue, epilogue.cuh).
   static constexpr int kPassRows = 64 * Config::kConsumers;
   static constexpr int kTileStride = kPassRows + 4;  // +4 floats: conflict-free transposed writes
-  float tile[kBlockT * kTileStride];
+  static constexpr int kTileRows = 64 * Config::kChunks;
+  // +8 elements: the 8 token rows of one stmatrix matrix fall in distinct
+  // 16-byte bank groups.
+  static constexpr int kBf16TileStride = kTileRows + 8;
+  union {
+    float f32[kBlockT * kTileStride];
+    uint16_t bf16[kBlockT * kBf16TileStride];
+  } tile;
+  static_assert(kBf16TileStride * 2 <= kTileStride * 4, "the BF16 tile fits in the F32 tile's bytes");
   EpilogueRows rows[kBlockT];
   ItemRing ring;
   uint64_t full[kStages];
@@ -277,10 +288,41 @@ __device__ __forceinline__ void mma_tile(const GemmParams& p, SharedStorage<kBlo
   __syncwarp();
   if (lane == 0) ptx::mbarrier_arrive(&s.empty[prev_stage]);
 
-  constexpr int kStride = SharedStorage<kBlockT>::kTileStride;
   // Split K: raw partial sums; the reduction applies alpha once, in order.
   const float* alpha = (p.epilogue == EpilogueKind::kSwiGLU && wg % 2 == 1) ? p.alpha_up : p.alpha;
   const float scale = p.k_splits > 1 ? 1.0f : (alpha ? alpha[w.expert] : 1.0f) * kWeightDownscale;
+  if (bf16_rows_epilogue(p)) {
+    // One pass: every chunk scaled, rounded and transposed into the BF16
+    // tile by stmatrix (4 matrices of 8 weight rows x 8 tokens per
+    // instruction), then whole output rows to global memory.
+    using Smem = SharedStorage<kBlockT>;
+    // The previous tile's stores have read s.tile and s.rows.
+    ptx::named_barrier_sync(1, kConsumerThreads);
+    epilogue_fill_rows(p, w, s.rows, wg * 128 + t, kConsumerThreads);
+    const int m = lane / 8, j = lane % 8;  // the matrix and token row this lane addresses
+#pragma unroll
+    for (int b = 0; b < kBlocks; ++b) {
+      if (b < chunks_active) {
+        const int tile_row = (b * Config::kConsumers + wg) * 64 + warp * 16 + 8 * (m % 2);
+        const uint32_t base = static_cast<uint32_t>(__cvta_generic_to_shared(
+            s.tile.bf16 + (8 * (m / 2) + j) * Smem::kBf16TileStride + tile_row));
+#pragma unroll
+        for (int i = 0; i < kAcc / 4; i += 2) {
+          const float* a = acc[b] + 4 * i;
+          ptx::stmatrix_x4_trans(base + i * 8 * Smem::kBf16TileStride * 2,
+                                 ptx::pack_bf16x2_rn(a[0] * scale, a[1] * scale),
+                                 ptx::pack_bf16x2_rn(a[2] * scale, a[3] * scale),
+                                 ptx::pack_bf16x2_rn(a[4] * scale, a[5] * scale),
+                                 ptx::pack_bf16x2_rn(a[6] * scale, a[7] * scale));
+        }
+      }
+    }
+    ptx::named_barrier_sync(1, kConsumerThreads);
+    epilogue_store_bf16_rows<Smem::kTileRows, kConsumerThreads>(p, w, s.tile.bf16, Smem::kBf16TileStride, s.rows,
+                                                                 wg * 128 + t);
+    return;
+  }
+  constexpr int kStride = SharedStorage<kBlockT>::kTileStride;
   const int row = wg * 64 + warp * 16 + g;
 #pragma unroll
   for (int b = 0; b < kBlocks; ++b) {
@@ -291,10 +333,10 @@ __device__ __forceinline__ void mma_tile(const GemmParams& p, SharedStorage<kBlo
 #pragma unroll
       for (int i = 0; i < kAcc / 4; ++i) {
         const int col = 8 * i + 2 * q;
-        s.tile[col * kStride + row] = acc[b][4 * i + 0] * scale;
-        s.tile[(col + 1) * kStride + row] = acc[b][4 * i + 1] * scale;
-        s.tile[col * kStride + row + 8] = acc[b][4 * i + 2] * scale;
-        s.tile[(col + 1) * kStride + row + 8] = acc[b][4 * i + 3] * scale;
+        s.tile.f32[col * kStride + row] = acc[b][4 * i + 0] * scale;
+        s.tile.f32[(col + 1) * kStride + row] = acc[b][4 * i + 1] * scale;
+        s.tile.f32[col * kStride + row + 8] = acc[b][4 * i + 2] * scale;
+        s.tile.f32[(col + 1) * kStride + row + 8] = acc[b][4 * i + 3] * scale;
       }
     }
     ptx::named_barrier_sync(1, kConsumerThreads);
@@ -302,7 +344,7 @@ __device__ __forceinline__ void mma_tile(const GemmParams& p, SharedStorage<kBlo
     // kConsumers chunks, number n_tile * kBlocks + b, to the store.
     WorkTile pass = w;
     pass.n_tile = w.n_tile * kBlocks + b;
-    epilogue_store<Config::kConsumers, kConsumerThreads>(p, pass, s.tile, kStride, s.rows, wg * 128 + t);
+    epilogue_store<Config::kConsumers, kConsumerThreads>(p, pass, s.tile.f32, kStride, s.rows, wg * 128 + t);
   }
 }
 
