@@ -122,7 +122,7 @@ __device__ __forceinline__ void epilogue_store(const GemmParams& p, const WorkTi
 // were 9-18% of the wide kernel's time (ablation at 0e0a748,
 // bench/results/2026-11-30-h200-0e0a748-epilogue-parts.json). Rounding the
 // scaled accumulator once, here as there, gives the same bits.
-__device__ __forceinline__ bool bf16_rows_epilogue(const GemmParams& p) {
+__host__ __device__ inline bool bf16_rows_epilogue(const GemmParams& p) {
   return p.y_dtype == DType::kBF16 && p.epilogue == EpilogueKind::kStore && p.route_w == nullptr && p.k_splits == 1;
 }
 

@@ -204,7 +204,11 @@ __device__ void producer(const GemmParams& p, SharedStorage<kBlockT>& s, int t) 
 // per chunk of this consumer, alpha, the transposed store of the
 // accumulators into s.tile, and the stores to global memory.
 // chunks_active: how many of this consumer's chunks lie inside N (>= 1).
-template <int kN, int kBlockT>
+// kBf16Rows: the BF16 rows epilogue (bf16_rows_epilogue(p)), a kernel of
+// its own so that the F32 path's kernel stays as it was (A/B at ba0a7ee:
+// with both epilogues in one kernel behind a runtime branch, the qwen3
+// layer, which never takes the new one, ran 3% slower).
+template <int kN, bool kBf16Rows, int kBlockT>
 __device__ __forceinline__ void mma_tile(const GemmParams& p, SharedStorage<kBlockT>& s, const WorkTile& w,
                                          int wg, int t, int chunks_active, PipelineState& ps) {
   using Mma = ptx::WgmmaBf16RS<kN>;
@@ -291,7 +295,7 @@ __device__ __forceinline__ void mma_tile(const GemmParams& p, SharedStorage<kBlo
   // Split K: raw partial sums; the reduction applies alpha once, in order.
   const float* alpha = (p.epilogue == EpilogueKind::kSwiGLU && wg % 2 == 1) ? p.alpha_up : p.alpha;
   const float scale = p.k_splits > 1 ? 1.0f : (alpha ? alpha[w.expert] : 1.0f) * kWeightDownscale;
-  if (bf16_rows_epilogue(p)) {
+  if constexpr (kBf16Rows) {
     // One pass: every chunk scaled, rounded and transposed into the BF16
     // tile by stmatrix (4 matrices of 8 weight rows x 8 tokens per
     // instruction), then whole output rows to global memory.
@@ -320,35 +324,35 @@ __device__ __forceinline__ void mma_tile(const GemmParams& p, SharedStorage<kBlo
     ptx::named_barrier_sync(1, kConsumerThreads);
     epilogue_store_bf16_rows<Smem::kTileRows, kConsumerThreads>(p, w, s.tile.bf16, Smem::kBf16TileStride, s.rows,
                                                                  wg * 128 + t);
-    return;
-  }
-  constexpr int kStride = SharedStorage<kBlockT>::kTileStride;
-  const int row = wg * 64 + warp * 16 + g;
+  } else {
+    constexpr int kStride = SharedStorage<kBlockT>::kTileStride;
+    const int row = wg * 64 + warp * 16 + g;
 #pragma unroll
-  for (int b = 0; b < kBlocks; ++b) {
-    // The previous pass's (or tile's) stores have read s.tile and s.rows.
-    ptx::named_barrier_sync(1, kConsumerThreads);
-    if (b == 0) epilogue_fill_rows(p, w, s.rows, wg * 128 + t, kConsumerThreads);
-    if (b < chunks_active) {
+    for (int b = 0; b < kBlocks; ++b) {
+      // The previous pass's (or tile's) stores have read s.tile and s.rows.
+      ptx::named_barrier_sync(1, kConsumerThreads);
+      if (b == 0) epilogue_fill_rows(p, w, s.rows, wg * 128 + t, kConsumerThreads);
+      if (b < chunks_active) {
 #pragma unroll
-      for (int i = 0; i < kAcc / 4; ++i) {
-        const int col = 8 * i + 2 * q;
-        s.tile.f32[col * kStride + row] = acc[b][4 * i + 0] * scale;
-        s.tile.f32[(col + 1) * kStride + row] = acc[b][4 * i + 1] * scale;
-        s.tile.f32[col * kStride + row + 8] = acc[b][4 * i + 2] * scale;
-        s.tile.f32[(col + 1) * kStride + row + 8] = acc[b][4 * i + 3] * scale;
+        for (int i = 0; i < kAcc / 4; ++i) {
+          const int col = 8 * i + 2 * q;
+          s.tile.f32[col * kStride + row] = acc[b][4 * i + 0] * scale;
+          s.tile.f32[(col + 1) * kStride + row] = acc[b][4 * i + 1] * scale;
+          s.tile.f32[col * kStride + row + 8] = acc[b][4 * i + 2] * scale;
+          s.tile.f32[(col + 1) * kStride + row + 8] = acc[b][4 * i + 3] * scale;
+        }
       }
+      ptx::named_barrier_sync(1, kConsumerThreads);
+      // Pass b holds chunks b * kConsumers .. + kConsumers - 1: a tile of
+      // kConsumers chunks, number n_tile * kBlocks + b, to the store.
+      WorkTile pass = w;
+      pass.n_tile = w.n_tile * kBlocks + b;
+      epilogue_store<Config::kConsumers, kConsumerThreads>(p, pass, s.tile.f32, kStride, s.rows, wg * 128 + t);
     }
-    ptx::named_barrier_sync(1, kConsumerThreads);
-    // Pass b holds chunks b * kConsumers .. + kConsumers - 1: a tile of
-    // kConsumers chunks, number n_tile * kBlocks + b, to the store.
-    WorkTile pass = w;
-    pass.n_tile = w.n_tile * kBlocks + b;
-    epilogue_store<Config::kConsumers, kConsumerThreads>(p, pass, s.tile.f32, kStride, s.rows, wg * 128 + t);
   }
 }
 
-template <int kBlockT>
+template <int kBlockT, bool kBf16Rows>
 __device__ void consumer(const GemmParams& p, SharedStorage<kBlockT>& s, int wg, int t) {
   using Config = TileConfig<kBlockT>;
   const int n_blocks = p.n / kSm90ChunkRows;
@@ -366,15 +370,15 @@ __device__ void consumer(const GemmParams& p, SharedStorage<kBlockT>& s, int wg,
     // adding a 16-wide path to the 128 kernel makes ptxas serialize its
     // wgmmas for lack of registers (C7512).
     if (w.tile_rows <= kMinMmaWidth) {
-      mma_tile<32>(p, s, w, wg, t, chunks_active, ps);
+      mma_tile<32, kBf16Rows>(p, s, w, wg, t, chunks_active, ps);
     } else if constexpr (kBlockT >= 128) {
-      if (w.tile_rows <= 64) mma_tile<64>(p, s, w, wg, t, chunks_active, ps);
-      else mma_tile<128>(p, s, w, wg, t, chunks_active, ps);
+      if (w.tile_rows <= 64) mma_tile<64, kBf16Rows>(p, s, w, wg, t, chunks_active, ps);
+      else mma_tile<128, kBf16Rows>(p, s, w, wg, t, chunks_active, ps);
     }
   }
 }
 
-template <int kBlockT>
+template <int kBlockT, bool kBf16Rows>
 __global__ void __launch_bounds__(threads<kBlockT>(), 1) nvfp4_grouped_gemm_kernel(const __grid_constant__ GemmParams p) {
   using Config = TileConfig<kBlockT>;
   constexpr int kStages = Config::kStages;
@@ -400,7 +404,7 @@ __global__ void __launch_bounds__(threads<kBlockT>(), 1) nvfp4_grouped_gemm_kern
     producer<kBlockT>(p, s, threadIdx.x - kConsumerThreads);
   } else {
     ptx::setmaxnreg_inc<Config::kConsumerRegs>();
-    consumer<kBlockT>(p, s, threadIdx.x / 128, threadIdx.x % 128);
+    consumer<kBlockT, kBf16Rows>(p, s, threadIdx.x / 128, threadIdx.x % 128);
   }
 }
 
