@@ -113,43 +113,32 @@ __device__ __forceinline__ void epilogue_store(const GemmParams& p, const WorkTi
   }
 }
 
-// BF16 rows epilogues: the tile is finished (scaled, activated, rounded to
-// BF16) in registers and transposed into a BF16 tile[token][output column]
-// by stmatrix; then whole output rows go to global memory, 16 bytes per
-// lane. NOTES: the F32 path's two passes of scalar tile writes and float4
-// reads took 9-18% of the wide kernel's time executing its store loop and
-// 1-7% writing its tile (ablation at 0e0a748,
-// bench/results/2026-11-30-h200-0e0a748-epilogue-parts.json). Each value is
-// rounded once from the same F32 value as on the F32 path, so the bits are
-// the same.
-enum class EpilogueVariant : int32_t {
-  kF32Passes = 0,   // everything else: the F32 tile, epilogue_store
-  kBf16Rows = 1,    // kStore to BF16, no router weights, no split K
-  kSwiGLURows = 2,  // kSwiGLU to BF16, no router weights, no split K
-};
-
-__host__ __device__ inline EpilogueVariant epilogue_variant(const GemmParams& p) {
-  if (p.y_dtype != DType::kBF16 || p.route_w != nullptr || p.k_splits != 1) return EpilogueVariant::kF32Passes;
-  return p.epilogue == EpilogueKind::kSwiGLU ? EpilogueVariant::kSwiGLURows : EpilogueVariant::kBf16Rows;
+// The BF16 rows path: a tile already scaled and rounded to BF16 in shared
+// memory as tile[token][weight row] (kTileRows = 256 rows, tile_stride
+// elements apart), one warp per token row, 16 bytes per lane: each store
+// instruction writes one output row's 512 contiguous bytes. For kStore
+// tiles to BF16 without router weights or split K (bf16_rows_epilogue()),
+// where the F32 path's two passes of scalar tile writes and float4 reads
+// were 9-18% of the wide kernel's time (ablation at 0e0a748,
+// bench/results/2026-11-30-h200-0e0a748-epilogue-parts.json). Rounding the
+// scaled accumulator once, here as there, gives the same bits.
+__host__ __device__ inline bool bf16_rows_epilogue(const GemmParams& p) {
+  return p.y_dtype == DType::kBF16 && p.epilogue == EpilogueKind::kStore && p.route_w == nullptr && p.k_splits == 1;
 }
 
-// Rows of kRowElems BF16 columns (tile_stride elements apart; column
-// col0 + c of the output), kRowElems / 8 lanes per row; columns at or past
-// `limit` are not stored (a chunk past N).
-template <int kRowElems, int kNumThreads>
+template <int kTileRows, int kNumThreads>
 __device__ __forceinline__ void epilogue_store_bf16_rows(const GemmParams& p, const WorkTile& w, const uint16_t* tile,
-                                                         int tile_stride, int64_t col0, int64_t limit,
-                                                         const EpilogueRows* rows, int thread) {
-  constexpr int kLanesPerRow = kRowElems / 8;
-  static_assert(32 % kLanesPerRow == 0 && kNumThreads % 32 == 0, "whole rows per warp, whole warps");
+                                                         int tile_stride, const EpilogueRows* rows, int thread) {
+  static_assert(kTileRows == 8 * 32, "one lane per 8 weight rows of a token row");
+  static_assert(kNumThreads % 32 == 0, "whole warps");
   asm volatile("" : "+r"(thread));  // as in epilogue_store
-  const int piece = thread % kLanesPerRow;
-  const int64_t col = col0 + piece * 8;
-  if (col >= limit) return;
-  const uint16_t* src = tile + piece * 8;
+  const int lane = thread % 32, warp = thread / 32;
+  const int64_t col = int64_t(w.n_tile) * kTileRows + lane * 8;
+  if (col >= p.n) return;  // a chunk past N (N % 256 != 0)
+  const uint16_t* src = tile + lane * 8;
   auto* y = static_cast<uint16_t*>(p.y) + col;
 #pragma unroll 4
-  for (int tr = thread / kLanesPerRow; tr < w.num_rows; tr += kNumThreads / kLanesPerRow)
+  for (int tr = warp; tr < w.num_rows; tr += kNumThreads / 32)
     *reinterpret_cast<uint4*>(y + rows[tr].out_row * p.y_stride) =
         *reinterpret_cast<const uint4*>(src + tr * tile_stride);
 }

@@ -12,11 +12,8 @@ namespace {
 
 template <int kBlockT>
 Status launch_sm90(const GemmParams& p, int num_sms, cudaStream_t stream) {
-  auto kernel = sm90::nvfp4_grouped_gemm_kernel<kBlockT, EpilogueVariant::kF32Passes>;
-  if (epilogue_variant(p) == EpilogueVariant::kBf16Rows)
-    kernel = sm90::nvfp4_grouped_gemm_kernel<kBlockT, EpilogueVariant::kBf16Rows>;
-  else if (epilogue_variant(p) == EpilogueVariant::kSwiGLURows)
-    kernel = sm90::nvfp4_grouped_gemm_kernel<kBlockT, EpilogueVariant::kSwiGLURows>;
+  auto kernel = bf16_rows_epilogue(p) ? sm90::nvfp4_grouped_gemm_kernel<kBlockT, true>
+                                      : sm90::nvfp4_grouped_gemm_kernel<kBlockT, false>;
   constexpr size_t smem = sm90::smem_bytes<kBlockT>();
   constexpr int kChunks = sm90::TileConfig<kBlockT>::kChunks;
   NVFP4MOE_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));

@@ -83,7 +83,7 @@ struct SharedStorage {
   };
   Stage stages[kStages];
   // The epilogue tile: F32, one chunk per consumer (one pass of kBlocks);
-  // or the BF16 rows epilogues' hand-over and BF16 tiles (epilogue.cuh).
+  // or BF16, every chunk of the tile (bf16_rows_epilogue, epilogue.cuh).
   static constexpr int kPassRows = 64 * Config::kConsumers;
   static constexpr int kTileStride = kPassRows + 4;  // +4 floats: conflict-free transposed writes
   static constexpr int kTileRows = 64 * Config::kChunks;
@@ -200,171 +200,15 @@ __device__ void producer(const GemmParams& p, SharedStorage<kBlockT>& s, int t) 
   ptx::cp_async_wait_all();  // no copy may outlive its issuing thread
 }
 
-// Epilogues of a tile (epilogue.cuh): acc[b] is chunk b * kConsumers + wg
-// of the tile, kN tokens wide, in the wgmma accumulator layout (lane 4g + q
-// of warp v holds weight rows 16v + g and 16v + g + 8, tokens 8i + 2q and
-// 8i + 2q + 1 in acc[4i .. 4i + 3]); scale = alpha x the weight downscale.
-// Every consumer thread calls them; each begins with a barrier, since the
-// previous tile's stores may still read s.tile and s.rows.
-
-// F32 tile, one pass of kConsumers chunks per accumulator set.
-// row: the thread's first weight row in the pass (wg * 64 + 16v + g).
-template <int kBlockT, int kBlocks, int kAcc>
-__device__ __forceinline__ void epilogue_f32_passes(const GemmParams& p, SharedStorage<kBlockT>& s, const WorkTile& w,
-                                                    const float (&acc)[kBlocks][kAcc], float scale, int wg, int t,
-                                                    int row, int q, int chunks_active) {
-  using Config = TileConfig<kBlockT>;
-  constexpr int kConsumerThreads = 128 * Config::kConsumers;
-  constexpr int kStride = SharedStorage<kBlockT>::kTileStride;
-#pragma unroll
-  for (int b = 0; b < kBlocks; ++b) {
-    // The previous pass's (or tile's) stores have read s.tile and s.rows.
-    ptx::named_barrier_sync(1, kConsumerThreads);
-    if (b == 0) epilogue_fill_rows(p, w, s.rows, wg * 128 + t, kConsumerThreads);
-    if (b < chunks_active) {
-#pragma unroll
-      for (int i = 0; i < kAcc / 4; ++i) {
-        const int col = 8 * i + 2 * q;
-        s.tile.f32[col * kStride + row] = acc[b][4 * i + 0] * scale;
-        s.tile.f32[(col + 1) * kStride + row] = acc[b][4 * i + 1] * scale;
-        s.tile.f32[col * kStride + row + 8] = acc[b][4 * i + 2] * scale;
-        s.tile.f32[(col + 1) * kStride + row + 8] = acc[b][4 * i + 3] * scale;
-      }
-    }
-    ptx::named_barrier_sync(1, kConsumerThreads);
-    // Pass b holds chunks b * kConsumers .. + kConsumers - 1: a tile of
-    // kConsumers chunks, number n_tile * kBlocks + b, to the store.
-    WorkTile pass = w;
-    pass.n_tile = w.n_tile * kBlocks + b;
-    epilogue_store<Config::kConsumers, kConsumerThreads>(p, pass, s.tile.f32, kStride, s.rows, wg * 128 + t);
-  }
-}
-
-// stmatrix of token blocks i and i + 1 (two 8 x 8 matrices each: weight rows
-// 0-7 and 8-15 of the warp's 16) into a BF16 tile[token][column] whose
-// column `col` is the warp's first row. r: the packed pairs
-// {(rows 0-7, block i), (rows 8-15, block i), (0-7, i + 1), (8-15, i + 1)}.
-__device__ __forceinline__ void stmatrix_token_blocks(uint16_t* tile, int stride, int i, int col, int lane,
-                                                      uint32_t r0, uint32_t r1, uint32_t r2, uint32_t r3) {
-  const int m = lane / 8, j = lane % 8;  // lane j of matrix m addresses that matrix's token row j
-  const uint32_t addr = static_cast<uint32_t>(
-      __cvta_generic_to_shared(tile + (8 * (i + m / 2) + j) * stride + col + 8 * (m % 2)));
-  ptx::stmatrix_x4_trans(addr, r0, r1, r2, r3);
-}
-
-// kBf16Rows: every chunk into one BF16 tile, then whole output rows.
-template <int kBlockT, int kBlocks, int kAcc>
-__device__ __forceinline__ void epilogue_bf16_rows(const GemmParams& p, SharedStorage<kBlockT>& s, const WorkTile& w,
-                                                   const float (&acc)[kBlocks][kAcc], float scale, int wg, int t,
-                                                   int chunks_active) {
-  using Config = TileConfig<kBlockT>;
-  using Smem = SharedStorage<kBlockT>;
-  constexpr int kConsumerThreads = 128 * Config::kConsumers;
-  ptx::named_barrier_sync(1, kConsumerThreads);
-  epilogue_fill_rows(p, w, s.rows, wg * 128 + t, kConsumerThreads);
-#pragma unroll
-  for (int b = 0; b < kBlocks; ++b) {
-    if (b < chunks_active) {
-      const int col = (b * Config::kConsumers + wg) * 64 + (t / 32) * 16;
-#pragma unroll
-      for (int i = 0; i < kAcc / 4; i += 2) {
-        const float* a = acc[b] + 4 * i;
-        stmatrix_token_blocks(s.tile.bf16, Smem::kBf16TileStride, i, col, t % 32,
-                              ptx::pack_bf16x2_rn(a[0] * scale, a[1] * scale),
-                              ptx::pack_bf16x2_rn(a[2] * scale, a[3] * scale),
-                              ptx::pack_bf16x2_rn(a[4] * scale, a[5] * scale),
-                              ptx::pack_bf16x2_rn(a[6] * scale, a[7] * scale));
-      }
-    }
-  }
-  ptx::named_barrier_sync(1, kConsumerThreads);
-  epilogue_store_bf16_rows<Smem::kTileRows, kConsumerThreads>(p, w, s.tile.bf16, Smem::kBf16TileStride,
-                                                              int64_t(w.n_tile) * Smem::kTileRows, p.n, s.rows,
-                                                              wg * 128 + t);
-}
-
-// kSwiGLURows: the gate chunk and its up chunk sit in warpgroups wg and
-// wg + 1 (wg even) at the same register positions. The gate warpgroup
-// finishes the first half of the tokens and the up warpgroup the second;
-// per chunk, each hands the other half of its scaled accumulators to its
-// partner through shared memory (one float4 per token block, thread-major:
-// no bank conflicts), then writes its 64 features x half the tokens,
-// activated and rounded, through stmatrix to a BF16 tile[token][128
-// features] beside the hand-over; then whole rows go out. One chunk at a
-// time: both chunks' hand-overs and the feature tile do not fit in s.tile
-// together, and keeping every chunk's activated values in registers spilled.
-template <int kBlockT, int kBlocks, int kAcc>
-__device__ __forceinline__ void epilogue_swiglu_rows(const GemmParams& p, SharedStorage<kBlockT>& s,
-                                                     const WorkTile& w, const float (&acc)[kBlocks][kAcc],
-                                                     float scale, int wg, int t, int chunks_active) {
-  using Config = TileConfig<kBlockT>;
-  using Smem = SharedStorage<kBlockT>;
-  constexpr int kConsumerThreads = 128 * Config::kConsumers;
-  constexpr int kHalf = kAcc / 8;  // token blocks per half
-  constexpr int kFeatures = Smem::kTileRows / 2;
-  constexpr int kStride = kFeatures + 8;  // 16-byte bank groups apart, as kBf16TileStride
-  // Per chunk: every warpgroup's half, one float4 per token block and thread.
-  constexpr int kHandOverFloats = Config::kConsumers * kHalf * 128 * 4;
-  static_assert(kHalf % 2 == 0, "stmatrix stores token blocks in pairs");
-  static_assert(Config::kConsumers % 2 == 0, "gate and up warpgroups in pairs");
-  static_assert(kHandOverFloats * sizeof(float) + kBlockT * kStride * sizeof(uint16_t) <= sizeof(s.tile),
-                "one chunk's hand-over and the feature tile fit in the epilogue tile");
-  float4* hand_over = reinterpret_cast<float4*>(s.tile.f32);
-  uint16_t* features = reinterpret_cast<uint16_t*>(s.tile.f32 + kHandOverFloats);
-  const int pair = wg / 2;
-  // Slot of token block ii of the half that `writer` (0 gate, 1 up) hands over.
-  const auto slot = [&](int writer, int ii) { return ((pair * 2 + writer) * kHalf + ii) * 128 + t; };
-  ptx::named_barrier_sync(1, kConsumerThreads);
-  epilogue_fill_rows(p, w, s.rows, wg * 128 + t, kConsumerThreads);
-  // Register offsets stay compile-time (a runtime index into acc would put
-  // it in local memory): each role's half is a select between the two.
-  const bool up = wg % 2 == 1;
-  const auto scaled4 = [&](const float* lo, const float* hi, bool pick_hi) {
-    return make_float4((pick_hi ? hi[0] : lo[0]) * scale, (pick_hi ? hi[1] : lo[1]) * scale,
-                       (pick_hi ? hi[2] : lo[2]) * scale, (pick_hi ? hi[3] : lo[3]) * scale);
-  };
-#pragma unroll
-  for (int b = 0; b < kBlocks; ++b) {
-    // The previous chunk's hand-over has been read.
-    if (b > 0) ptx::named_barrier_sync(1, kConsumerThreads);
-    if (b < chunks_active) {
-      // The gate warpgroup gives its second half, the up warpgroup its first.
-#pragma unroll
-      for (int ii = 0; ii < kHalf; ++ii)
-        hand_over[slot(up, ii)] = scaled4(acc[b] + 4 * ii, acc[b] + 4 * (kHalf + ii), !up);
-    }
-    ptx::named_barrier_sync(1, kConsumerThreads);
-    if (b < chunks_active) {
-      // Gate chunk c = b * kConsumers + 2 * pair holds features (c / 2) * 64 ..
-      const int col = (b * Config::kConsumers / 2 + pair) * 64 + (t / 32) * 16;
-#pragma unroll
-      for (int ii = 0; ii < kHalf; ii += 2) {
-        uint32_t h[2][2];
-#pragma unroll
-        for (int d = 0; d < 2; ++d) {
-          const float4 o = hand_over[slot(!up, ii + d)];
-          const float4 m = scaled4(acc[b] + 4 * (ii + d), acc[b] + 4 * (kHalf + ii + d), up);
-          const float4 g = up ? o : m, u = up ? m : o;
-          h[d][0] = ptx::pack_bf16x2_rn(activation(p.act, g.x, u.x), activation(p.act, g.y, u.y));
-          h[d][1] = ptx::pack_bf16x2_rn(activation(p.act, g.z, u.z), activation(p.act, g.w, u.w));
-        }
-        stmatrix_token_blocks(features, kStride, (up ? kHalf : 0) + ii, col, t % 32, h[0][0], h[0][1], h[1][0],
-                              h[1][1]);
-      }
-    }
-  }
-  ptx::named_barrier_sync(1, kConsumerThreads);
-  epilogue_store_bf16_rows<kFeatures, kConsumerThreads>(p, w, features, kStride, int64_t(w.n_tile) * kFeatures,
-                                                        p.n / 2, s.rows, wg * 128 + t);
-}
-
-// The K loop of one tile at wgmma width kN (<= kBlockT), then the epilogue
-// kVariant (a kernel of its own per variant, chosen per launch by
-// epilogue_variant(p), so each kernel holds one: A/B at ba0a7ee, with two
-// epilogues in one kernel behind a runtime branch, the qwen3 layer, which
-// took the old one, ran 3% slower).
+// The K loop of one tile at wgmma width kN (<= kBlockT), then the epilogue:
+// per chunk of this consumer, alpha, the transposed store of the
+// accumulators into s.tile, and the stores to global memory.
 // chunks_active: how many of this consumer's chunks lie inside N (>= 1).
-template <int kN, EpilogueVariant kVariant, int kBlockT>
+// kBf16Rows: the BF16 rows epilogue (bf16_rows_epilogue(p)), a kernel of
+// its own so that the F32 path's kernel stays as it was (A/B at ba0a7ee:
+// with both epilogues in one kernel behind a runtime branch, the qwen3
+// layer, which never takes the new one, ran 3% slower).
+template <int kN, bool kBf16Rows, int kBlockT>
 __device__ __forceinline__ void mma_tile(const GemmParams& p, SharedStorage<kBlockT>& s, const WorkTile& w,
                                          int wg, int t, int chunks_active, PipelineState& ps) {
   using Mma = ptx::WgmmaBf16RS<kN>;
@@ -451,15 +295,64 @@ __device__ __forceinline__ void mma_tile(const GemmParams& p, SharedStorage<kBlo
   // Split K: raw partial sums; the reduction applies alpha once, in order.
   const float* alpha = (p.epilogue == EpilogueKind::kSwiGLU && wg % 2 == 1) ? p.alpha_up : p.alpha;
   const float scale = p.k_splits > 1 ? 1.0f : (alpha ? alpha[w.expert] : 1.0f) * kWeightDownscale;
-  if constexpr (kVariant == EpilogueVariant::kBf16Rows)
-    epilogue_bf16_rows(p, s, w, acc, scale, wg, t, chunks_active);
-  else if constexpr (kVariant == EpilogueVariant::kSwiGLURows)
-    epilogue_swiglu_rows(p, s, w, acc, scale, wg, t, chunks_active);
-  else
-    epilogue_f32_passes(p, s, w, acc, scale, wg, t, wg * 64 + warp * 16 + g, q, chunks_active);
+  if constexpr (kBf16Rows) {
+    // One pass: every chunk scaled, rounded and transposed into the BF16
+    // tile by stmatrix (4 matrices of 8 weight rows x 8 tokens per
+    // instruction), then whole output rows to global memory.
+    using Smem = SharedStorage<kBlockT>;
+    // The previous tile's stores have read s.tile and s.rows.
+    ptx::named_barrier_sync(1, kConsumerThreads);
+    epilogue_fill_rows(p, w, s.rows, wg * 128 + t, kConsumerThreads);
+    const int m = lane / 8, j = lane % 8;  // the matrix and token row this lane addresses
+#pragma unroll
+    for (int b = 0; b < kBlocks; ++b) {
+      if (b < chunks_active) {
+        const int tile_row = (b * Config::kConsumers + wg) * 64 + warp * 16 + 8 * (m % 2);
+        const uint32_t base = static_cast<uint32_t>(__cvta_generic_to_shared(
+            s.tile.bf16 + (8 * (m / 2) + j) * Smem::kBf16TileStride + tile_row));
+#pragma unroll
+        for (int i = 0; i < kAcc / 4; i += 2) {
+          const float* a = acc[b] + 4 * i;
+          ptx::stmatrix_x4_trans(base + i * 8 * Smem::kBf16TileStride * 2,
+                                 ptx::pack_bf16x2_rn(a[0] * scale, a[1] * scale),
+                                 ptx::pack_bf16x2_rn(a[2] * scale, a[3] * scale),
+                                 ptx::pack_bf16x2_rn(a[4] * scale, a[5] * scale),
+                                 ptx::pack_bf16x2_rn(a[6] * scale, a[7] * scale));
+        }
+      }
+    }
+    ptx::named_barrier_sync(1, kConsumerThreads);
+    epilogue_store_bf16_rows<Smem::kTileRows, kConsumerThreads>(p, w, s.tile.bf16, Smem::kBf16TileStride, s.rows,
+                                                                 wg * 128 + t);
+  } else {
+    constexpr int kStride = SharedStorage<kBlockT>::kTileStride;
+    const int row = wg * 64 + warp * 16 + g;
+#pragma unroll
+    for (int b = 0; b < kBlocks; ++b) {
+      // The previous pass's (or tile's) stores have read s.tile and s.rows.
+      ptx::named_barrier_sync(1, kConsumerThreads);
+      if (b == 0) epilogue_fill_rows(p, w, s.rows, wg * 128 + t, kConsumerThreads);
+      if (b < chunks_active) {
+#pragma unroll
+        for (int i = 0; i < kAcc / 4; ++i) {
+          const int col = 8 * i + 2 * q;
+          s.tile.f32[col * kStride + row] = acc[b][4 * i + 0] * scale;
+          s.tile.f32[(col + 1) * kStride + row] = acc[b][4 * i + 1] * scale;
+          s.tile.f32[col * kStride + row + 8] = acc[b][4 * i + 2] * scale;
+          s.tile.f32[(col + 1) * kStride + row + 8] = acc[b][4 * i + 3] * scale;
+        }
+      }
+      ptx::named_barrier_sync(1, kConsumerThreads);
+      // Pass b holds chunks b * kConsumers .. + kConsumers - 1: a tile of
+      // kConsumers chunks, number n_tile * kBlocks + b, to the store.
+      WorkTile pass = w;
+      pass.n_tile = w.n_tile * kBlocks + b;
+      epilogue_store<Config::kConsumers, kConsumerThreads>(p, pass, s.tile.f32, kStride, s.rows, wg * 128 + t);
+    }
+  }
 }
 
-template <int kBlockT, EpilogueVariant kVariant>
+template <int kBlockT, bool kBf16Rows>
 __device__ void consumer(const GemmParams& p, SharedStorage<kBlockT>& s, int wg, int t) {
   using Config = TileConfig<kBlockT>;
   const int n_blocks = p.n / kSm90ChunkRows;
@@ -477,15 +370,15 @@ __device__ void consumer(const GemmParams& p, SharedStorage<kBlockT>& s, int wg,
     // adding a 16-wide path to the 128 kernel makes ptxas serialize its
     // wgmmas for lack of registers (C7512).
     if (w.tile_rows <= kMinMmaWidth) {
-      mma_tile<32, kVariant>(p, s, w, wg, t, chunks_active, ps);
+      mma_tile<32, kBf16Rows>(p, s, w, wg, t, chunks_active, ps);
     } else if constexpr (kBlockT >= 128) {
-      if (w.tile_rows <= 64) mma_tile<64, kVariant>(p, s, w, wg, t, chunks_active, ps);
-      else mma_tile<128, kVariant>(p, s, w, wg, t, chunks_active, ps);
+      if (w.tile_rows <= 64) mma_tile<64, kBf16Rows>(p, s, w, wg, t, chunks_active, ps);
+      else mma_tile<128, kBf16Rows>(p, s, w, wg, t, chunks_active, ps);
     }
   }
 }
 
-template <int kBlockT, EpilogueVariant kVariant>
+template <int kBlockT, bool kBf16Rows>
 __global__ void __launch_bounds__(threads<kBlockT>(), 1) nvfp4_grouped_gemm_kernel(const __grid_constant__ GemmParams p) {
   using Config = TileConfig<kBlockT>;
   constexpr int kStages = Config::kStages;
@@ -511,7 +404,7 @@ __global__ void __launch_bounds__(threads<kBlockT>(), 1) nvfp4_grouped_gemm_kern
     producer<kBlockT>(p, s, threadIdx.x - kConsumerThreads);
   } else {
     ptx::setmaxnreg_inc<Config::kConsumerRegs>();
-    consumer<kBlockT, kVariant>(p, s, threadIdx.x / 128, threadIdx.x % 128);
+    consumer<kBlockT, kBf16Rows>(p, s, threadIdx.x / 128, threadIdx.x % 128);
   }
 }
 
