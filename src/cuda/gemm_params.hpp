@@ -3,8 +3,6 @@
 // are compile-time.
 #pragma once
 
-#include <cuda.h>
-
 #include <cstdint>
 
 #include "nvfp4moe/ops.hpp"
@@ -34,10 +32,6 @@ struct TileQueue {
   uint32_t done;  // CTAs that have taken their last item
 };
 
-// Rows per box of GemmParams::x_tensor_map: the narrowest wgmma width, so a
-// tile loads the rows of its width in whole boxes.
-inline constexpr int kTmaBoxRows = 32;
-
 struct GemmParams {
   // Weights in the sm90 packed layout, [E][n / 64][k / 64] chunks.
   const uint8_t* w_packed = nullptr;
@@ -51,12 +45,6 @@ struct GemmParams {
   const float* x_f32 = nullptr;
   int64_t x_stride = 0;  // elements between rows
   RowMap x_map = RowMap::kToken;
-  // x_map == kCompact only: the rows of a job are contiguous, and x_tma says
-  // the producer loads them as boxes of x_tensor_map (set_x_tensor_map,
-  // ops.cu: x as [rows][x_stride] BF16, boxes of kTmaBoxRows x 64, 128-byte
-  // swizzle) instead of gathering them row by row.
-  bool x_tma = false;
-  CUtensorMap x_tensor_map;
 
   // Plan (device).
   const int32_t* sorted_src = nullptr;

@@ -102,8 +102,7 @@ TEST_F(GpuMoeLayer, SwiGLUOaiMerged) { check({16, 512, 192, 130, 4, true, Activa
 // Wide tiles (more than 32 rows per expert on average) of every wgmma width,
 // F = 320 and 192 ending gate_up's last tile after one (gate, up) pair of
 // chunks and down's K after an odd number of blocks: ~37 rows per expert
-// (widths 32 and 64), then ~175 (128-row tiles and their remainders). The
-// down GEMM loads h in tensor-copy boxes that run past each job's rows.
+// (widths 32 and 64), then ~175 (128-row tiles and their remainders).
 TEST_F(GpuMoeLayer, SwiGLUWideTiles) {
   check({16, 256, 320, 300, 2, false, Activation::kSwiGLU});
   check({8, 512, 192, 700, 2, false, Activation::kSwiGLU});

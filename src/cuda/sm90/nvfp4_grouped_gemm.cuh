@@ -166,7 +166,6 @@ __device__ void producer(const GemmParams& p, SharedStorage<kBlockT>& s, int t) 
       src[i] = p.x + xr * p.x_stride + piece0 * 8;
     }
     const int width = max(w.tile_rows, kMinMmaWidth);
-    static_assert(kMinMmaWidth % kTmaBoxRows == 0, "every tile width is whole boxes");
     const int nb0 = kChunks * w.n_tile;
     const int chunks = min(kChunks, n_blocks - nb0);
     const uint8_t* w0 = p.w_packed + (int64_t(w.expert) * n_blocks + nb0) * k_blocks * kSm90ChunkBytes;
@@ -174,22 +173,13 @@ __device__ void producer(const GemmParams& p, SharedStorage<kBlockT>& s, int t) 
       auto& st = s.stages[ps.stage];
       ptx::mbarrier_wait_parity(&s.empty[ps.stage], ps.phase ^ 1);
       if (t == 0) {
-        const uint32_t x_bytes = p.x_tma ? uint32_t(width) * kKStep * 2 : 0;
-        ptx::mbarrier_arrive_expect_tx(&s.full[ps.stage], chunks * kSm90ChunkBytes + x_bytes);
+        ptx::mbarrier_arrive_expect_tx(&s.full[ps.stage], chunks * kSm90ChunkBytes);
         for (int c = 0; c < chunks; ++c)
           ptx::bulk_copy_g2s(st.w[c], w0 + (int64_t(c) * k_blocks + kb) * kSm90ChunkBytes, kSm90ChunkBytes,
                              &s.full[ps.stage]);
-        // Contiguous rows: whole boxes, swizzled by the copy engine as the
-        // gather below swizzles. Rows past the job's count inside the width
-        // hold the next job's rows (or zeros past the tensor), not zeros:
-        // their products land in token columns that are never stored.
-        if (p.x_tma)
-          for (int r = 0; r < width; r += kTmaBoxRows)
-            ptx::tensor_copy_2d_g2s(st.x + r * kKStep, &p.x_tensor_map, kb * kKStep, w.row_begin + r,
-                                    &s.full[ps.stage]);
       }
 #pragma unroll
-      for (int i = 0; i < G::kRowsPerThread && !p.x_tma; ++i) {
+      for (int i = 0; i < G::kRowsPerThread; ++i) {
         const int row = t / G::kThreadsPerRow + G::kRowsPerPass * i;
         // Rows past the tile's wgmma width are never read; rows past its
         // count but inside the width are zero-filled.
