@@ -3,12 +3,13 @@
 // compact: the device job list, item = job * n_tiles + n_tile. A grid of
 //          at most two waves has one CTA per possible item, each taking
 //          item blockIdx.x (compact_grid_ctas, launch.hpp); larger ones are
-//          persistent and walk the items. Wide tiles take items in order from a global counter as
-//          CTAs come free (tiles of 32, 64 and 128 columns differ 4x in
-//          cost, and a fixed striping left SMs idle: ncu at eb4aa00 measured
-//          active cycles from 17% below to 10% above the mean); narrow tiles
-//          stripe items over CTAs (item += gridDim.x): their tiles are short
-//          and alike, and the hand-off cost them 1-5% (A/B at f84921f).
+//          persistent and walk the items. There wide tiles take items in
+//          order from a global counter as CTAs come free (tiles of 32, 64
+//          and 128 columns differ 4x in cost, and a fixed striping left SMs
+//          idle: ncu at eb4aa00 measured active cycles from 17% below to 10%
+//          above the mean); narrow tiles stripe items over CTAs (item +=
+//          gridDim.x): their tiles are short and alike, and the hand-off
+//          cost them 1-5% (A/B at f84921f).
 //          Only real work exists; consecutive items share a job's
 //          activations, and the jobs of one expert are adjacent, so its
 //          weight tiles meet again in L2.
@@ -80,7 +81,9 @@ struct TileScheduler {
   PipelineState ring_state;
 
   __device__ TileScheduler(const GemmParams& params, ItemRing& item_ring, bool is_fetcher)
-      : p(params), ring(item_ring), queued(kTakeFromQueue && params.schedule == Schedule::kCompact && !params.one_cta_per_item),
+      : p(params),
+        ring(item_ring),
+        queued(kTakeFromQueue && params.schedule == Schedule::kCompact && !params.one_cta_per_item),
         fetcher(is_fetcher), n_tiles(params.n_tiles(kChunks)),
         per_row_tile(n_tiles * params.k_splits) {
     total = p.schedule == Schedule::kCompact ? *p.num_jobs * per_row_tile
