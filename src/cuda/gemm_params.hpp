@@ -32,11 +32,6 @@ struct TileQueue {
   uint32_t done;  // CTAs that have taken their last item
 };
 
-// Rows per box of an activation tensor map (launch_grouped_gemm's
-// x_tensor_map): the narrowest wgmma width, so a tile loads the rows of its
-// width in whole boxes.
-inline constexpr int kTmaBoxRows = 32;
-
 struct GemmParams {
   // Weights in the sm90 packed layout, [E][n / 64][k / 64] chunks.
   const uint8_t* w_packed = nullptr;

@@ -1,7 +1,6 @@
 // Host-side launchers of the CUDA backend's kernels (internal).
 #pragma once
 
-#include <cuda.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -67,11 +66,7 @@ inline constexpr int32_t kBlockTWide = 128;
 // combine with their predecessors (a wait at the GEMM's start) measured
 // 0.97-1.01x at T = 16-2048 (A/B at 2667b03 and 6a7ef2e): only the launch
 // latency can overlap, as a GEMM CTA fills its SM.
-// x_tensor_map (p.x_map == kCompact only: a job's rows are contiguous): the
-// producer loads the activation rows as boxes of this map (set_x_tensor_map,
-// ops.cu) instead of gathering them row by row; nullptr: the gather.
-Status launch_grouped_gemm(const GemmParams& p, int32_t block_t, int num_sms, cudaStream_t stream,
-                           const CUtensorMap* x_tensor_map = nullptr);
+Status launch_grouped_gemm(const GemmParams& p, int32_t block_t, int num_sms, cudaStream_t stream);
 Status launch_reduce_split_k(const GemmParams& p, int num_sms, cudaStream_t stream);
 
 // Host policy: the compact schedule's grid. At most max_jobs() jobs exist

@@ -405,42 +405,6 @@ Status gemm_params(Context::Impl& m, const DeviceExpertWeights& w, Schedule sche
   return ok_status();
 }
 
-// x as [rows][cols] BF16 (stride elements apart) for the producer's tensor
-// copies (launch_grouped_gemm's x_tensor_map): boxes of kTmaBoxRows x 64,
-// 128-byte swizzle (the layout the wgmma descriptors read), zeros past the
-// tensor's edge. *used = false without the driver's encoder (a driver older
-// than the toolkit's 12.0 ABI): the producer then gathers rows as for any x.
-Status set_x_tensor_map(const void* x, int64_t rows, int64_t cols, int64_t stride, CUtensorMap* map, bool* used) {
-  using Encode = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
-                              const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
-                              CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
-  static const Encode encode = [] {
-    void* fn = nullptr;
-    cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
-    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &found) !=
-            cudaSuccess ||
-        found != cudaDriverEntryPointSuccess) {
-      (void)cudaGetLastError();  // not sticky; the gather path needs no encoder
-      return Encode(nullptr);
-    }
-    return reinterpret_cast<Encode>(fn);
-  }();
-  *used = false;
-  if (encode == nullptr) return ok_status();
-  const cuuint64_t dims[2] = {cuuint64_t(cols), cuuint64_t(rows)};
-  const cuuint64_t row_bytes[1] = {cuuint64_t(stride) * sizeof(uint16_t)};
-  const cuuint32_t box[2] = {64, kTmaBoxRows};
-  const cuuint32_t element_strides[2] = {1, 1};
-  const CUresult r = encode(map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<void*>(x), dims,
-                            row_bytes, box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                            CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  if (r != CUDA_SUCCESS)
-    return make_status(StatusCode::kInternal, "cuTensorMapEncodeTiled failed (CUresult ", int(r), ") for x [", rows,
-                       "][", cols, "] with a row stride of ", stride, " elements at ", x);
-  *used = true;
-  return ok_status();
-}
-
 // Params of the weight streamer: no plan, the kernel reads the ids and
 // writes the plan's status word. F32 activations are read as they are.
 Status streamer_params(Context::Impl& m, const DeviceExpertWeights& w, const int32_t* ids, int64_t num_tokens,
@@ -595,11 +559,8 @@ Status moe_layer(Context& ctx, const CudaMoeLayerArgs& a, Stream stream) {
     gu.act = L.act;
     NVFP4MOE_RETURN_IF_ERROR(launch_grouped_gemm(gu, block_t, m.num_sms, stream));
     down.x_map = RowMap::kCompact;
-    CUtensorMap h_map;
-    bool h_map_used = false;
-    NVFP4MOE_RETURN_IF_ERROR(set_x_tensor_map(down.x, pairs, F, F, &h_map, &h_map_used));
     down.route_w = a.route_weights;
-    NVFP4MOE_RETURN_IF_ERROR(launch_grouped_gemm(down, block_t, m.num_sms, stream, h_map_used ? &h_map : nullptr));
+    NVFP4MOE_RETURN_IF_ERROR(launch_grouped_gemm(down, block_t, m.num_sms, stream));
   } else {
     NVFP4MOE_RETURN_IF_ERROR(m.grow(&m.gu_f32, sizeof(float) * pairs * 2 * F, stream, "gu_f32"));
     gu.alpha = gu.alpha_up = nullptr;

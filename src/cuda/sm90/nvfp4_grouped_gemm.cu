@@ -11,13 +11,9 @@ namespace nvfp4moe::cuda {
 namespace {
 
 template <int kBlockT>
-Status launch_sm90(const GemmParams& p, int num_sms, cudaStream_t stream, const CUtensorMap* x_tensor_map) {
-  // One kernel per epilogue and load path; the tensor-copy loads only come
-  // with the F32 epilogue (the layer's down projection).
-  auto kernel = sm90::nvfp4_grouped_gemm_kernel<kBlockT, false, false>;
-  if (bf16_rows_epilogue(p)) kernel = sm90::nvfp4_grouped_gemm_kernel<kBlockT, true, false>;
-  else if (x_tensor_map) kernel = sm90::nvfp4_grouped_gemm_kernel<kBlockT, false, true>;
-  const CUtensorMap x_map = x_tensor_map ? *x_tensor_map : CUtensorMap{};
+Status launch_sm90(const GemmParams& p, int num_sms, cudaStream_t stream) {
+  auto kernel = bf16_rows_epilogue(p) ? sm90::nvfp4_grouped_gemm_kernel<kBlockT, true>
+                                      : sm90::nvfp4_grouped_gemm_kernel<kBlockT, false>;
   constexpr size_t smem = sm90::smem_bytes<kBlockT>();
   constexpr int kChunks = sm90::TileConfig<kBlockT>::kChunks;
   NVFP4MOE_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
@@ -34,7 +30,7 @@ Status launch_sm90(const GemmParams& p, int num_sms, cudaStream_t stream, const 
   if (grid > INT32_MAX)
     return make_status(StatusCode::kOutOfRange, "rect schedule grid of ", grid, " CTAs exceeds the launch limit");
   NVFP4MOE_CUDA_TRY(launch_kernel(kernel, dim3(uint32_t(grid)), dim3(sm90::threads<kBlockT>()), smem, stream,
-                                  LaunchOrder::kAfterPrevious, q, x_map));
+                                  LaunchOrder::kAfterPrevious, q));
   NVFP4MOE_CUDA_CHECK_LAUNCH("nvfp4_grouped_gemm_kernel");
   if (q.k_splits > 1) return launch_reduce_split_k(q, num_sms, stream);
   return ok_status();
@@ -70,13 +66,10 @@ int32_t choose_k_splits(int64_t num_tokens, int64_t top_k, int64_t num_experts, 
   return without_empty_split(std::max<int64_t>(splits, 1));
 }
 
-Status launch_grouped_gemm(const GemmParams& p, int32_t block_t, int num_sms, cudaStream_t stream,
-                           const CUtensorMap* x_tensor_map) {
-  if (x_tensor_map && (p.x_map != RowMap::kCompact || bf16_rows_epilogue(p)))
-    return make_status(StatusCode::kInternal, "tensor-copy activations need compact rows and the F32 epilogue");
+Status launch_grouped_gemm(const GemmParams& p, int32_t block_t, int num_sms, cudaStream_t stream) {
   switch (block_t) {
-    case 32: return launch_sm90<32>(p, num_sms, stream, x_tensor_map);
-    case 128: return launch_sm90<128>(p, num_sms, stream, x_tensor_map);
+    case 32: return launch_sm90<32>(p, num_sms, stream);
+    case 128: return launch_sm90<128>(p, num_sms, stream);
     default: return make_status(StatusCode::kInternal, "no grouped GEMM instance for a token tile of ", block_t);
   }
 }

@@ -146,13 +146,8 @@ struct GatherShape {
   static_assert(kRowsPerThread >= 1 && kRowsPerThread * kRowsPerPass == kBlockT, "rows split evenly");
 };
 
-// kXTma: the activation rows come as boxes of x_map (a kernel parameter
-// after p, so that p's fields keep their offsets), a kernel of its own: the
-// gather's code stays as it was (A/B and ncu at f4dbc6a: with the map inside
-// GemmParams and both paths in one producer, the kernels that gather ran 5%
-// slower).
-template <int kBlockT, bool kXTma>
-__device__ void producer(const GemmParams& p, const CUtensorMap& x_map, SharedStorage<kBlockT>& s, int t) {
+template <int kBlockT>
+__device__ void producer(const GemmParams& p, SharedStorage<kBlockT>& s, int t) {
   constexpr int kStages = SharedStorage<kBlockT>::kStages;
   constexpr int kChunks = TileConfig<kBlockT>::kChunks;
   using G = GatherShape<kBlockT>;
@@ -171,7 +166,6 @@ __device__ void producer(const GemmParams& p, const CUtensorMap& x_map, SharedSt
       src[i] = p.x + xr * p.x_stride + piece0 * 8;
     }
     const int width = max(w.tile_rows, kMinMmaWidth);
-    static_assert(kMinMmaWidth % kTmaBoxRows == 0, "every tile width is whole boxes");
     const int nb0 = kChunks * w.n_tile;
     const int chunks = min(kChunks, n_blocks - nb0);
     const uint8_t* w0 = p.w_packed + (int64_t(w.expert) * n_blocks + nb0) * k_blocks * kSm90ChunkBytes;
@@ -179,22 +173,13 @@ __device__ void producer(const GemmParams& p, const CUtensorMap& x_map, SharedSt
       auto& st = s.stages[ps.stage];
       ptx::mbarrier_wait_parity(&s.empty[ps.stage], ps.phase ^ 1);
       if (t == 0) {
-        const uint32_t x_bytes = kXTma ? uint32_t(width) * kKStep * 2 : 0;
-        ptx::mbarrier_arrive_expect_tx(&s.full[ps.stage], chunks * kSm90ChunkBytes + x_bytes);
+        ptx::mbarrier_arrive_expect_tx(&s.full[ps.stage], chunks * kSm90ChunkBytes);
         for (int c = 0; c < chunks; ++c)
           ptx::bulk_copy_g2s(st.w[c], w0 + (int64_t(c) * k_blocks + kb) * kSm90ChunkBytes, kSm90ChunkBytes,
                              &s.full[ps.stage]);
-        // Contiguous rows: whole boxes, swizzled by the copy engine as the
-        // gather below swizzles. Rows past the job's count inside the width
-        // hold the next job's rows (or zeros past the tensor), not zeros:
-        // their products land in token columns that are never stored.
-        if constexpr (kXTma)
-          for (int r = 0; r < width; r += kTmaBoxRows)
-            ptx::tensor_copy_2d_g2s(st.x + r * kKStep, &x_map, kb * kKStep, w.row_begin + r,
-                                    &s.full[ps.stage]);
       }
 #pragma unroll
-      for (int i = 0; i < (kXTma ? 0 : G::kRowsPerThread); ++i) {
+      for (int i = 0; i < G::kRowsPerThread; ++i) {
         const int row = t / G::kThreadsPerRow + G::kRowsPerPass * i;
         // Rows past the tile's wgmma width are never read; rows past its
         // count but inside the width are zero-filled.
@@ -393,9 +378,8 @@ __device__ void consumer(const GemmParams& p, SharedStorage<kBlockT>& s, int wg,
   }
 }
 
-template <int kBlockT, bool kBf16Rows, bool kXTma>
-__global__ void __launch_bounds__(threads<kBlockT>(), 1)
-    nvfp4_grouped_gemm_kernel(const __grid_constant__ GemmParams p, const __grid_constant__ CUtensorMap x_map) {
+template <int kBlockT, bool kBf16Rows>
+__global__ void __launch_bounds__(threads<kBlockT>(), 1) nvfp4_grouped_gemm_kernel(const __grid_constant__ GemmParams p) {
   using Config = TileConfig<kBlockT>;
   constexpr int kStages = Config::kStages;
   constexpr int kConsumerThreads = 128 * Config::kConsumers;
@@ -417,7 +401,7 @@ __global__ void __launch_bounds__(threads<kBlockT>(), 1)
   __syncthreads();
   if (threadIdx.x >= kConsumerThreads) {
     ptx::setmaxnreg_dec<Config::kProducerRegs>();
-    producer<kBlockT, kXTma>(p, x_map, s, threadIdx.x - kConsumerThreads);
+    producer<kBlockT>(p, s, threadIdx.x - kConsumerThreads);
   } else {
     ptx::setmaxnreg_inc<Config::kConsumerRegs>();
     consumer<kBlockT, kBf16Rows>(p, s, threadIdx.x / 128, threadIdx.x % 128);
