@@ -71,8 +71,8 @@ Status launch_reduce_split_k(const GemmParams& p, int num_sms, cudaStream_t stre
 
 // Host policy: the compact schedule's grid. At most max_jobs() jobs exist
 // (each expert adds at most one partial tile to pairs / block_t full ones),
-// so items_bound = min(pairs / block_t + min(E, pairs), ...) x N tiles x K
-// splits, known on the host before the plan runs. Up to kOneShotWaves grids
+// so items_bound = (pairs / block_t + min(E, pairs)) x N tiles x K splits,
+// known on the host before the plan runs. Up to kOneShotWaves grids
 // of SMs, one CTA per item bound: the hardware hands each item to the first
 // SM that frees, as in the rect grid, and the CTAs past the real item count
 // exit at once. Beyond it, num_sms persistent CTAs walk the items. NOTES:
