@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "cuda/launch.hpp"
+#include "nvfp4moe/plan.hpp"
 #include "test_util.hpp"
 
 namespace nvfp4moe::testing {
@@ -83,8 +84,7 @@ TEST(CudaHostPolicy, StreamerOverlapNeedsMoreCtasThanSms) {
   EXPECT_FALSE(cuda::streamer_overlap_pays(132, 132));
 }
 
-// The compact grid's worked examples (launch.hpp), and the bound itself:
-// the plan never makes more jobs than compact_items_bound counts.
+// The compact grid's worked examples (launch.hpp), and the bound itself.
 TEST(CudaHostPolicy, CompactGridIsOneShotUpToTwoWaves) {
   const int64_t mixtral_down = cuda::compact_items_bound(512 * 2, 8, cuda::kBlockTWide, 4096 / 256, 1);
   EXPECT_EQ(256, mixtral_down);
@@ -97,17 +97,22 @@ TEST(CudaHostPolicy, CompactGridIsOneShotUpToTwoWaves) {
   EXPECT_EQ(0, cuda::compact_grid_ctas(0, 132));
   // Fewer pairs than experts: at most one job per pair.
   EXPECT_EQ(3 * 2, cuda::compact_items_bound(3, 128, cuda::kBlockTNarrow, 2, 1));
-  // Any split of the pairs over the experts (here skewed: each pair goes to
-  // expert r % 2^b for a random bit count b) stays within the bound.
+  // The CPU plan (the device plan's mirror, DevicePlanEqualsCpuPlan) never
+  // makes more jobs than the bound: uniform routings, and routings over a
+  // random subset of the experts (many empty, the rest loaded).
   std::mt19937_64 rng(test_seed());
-  for (int trial = 0; trial < 300; ++trial) {
+  for (int trial = 0; trial < 200; ++trial) {
     const int32_t block = trial % 2 ? cuda::kBlockTWide : cuda::kBlockTNarrow;
-    const int64_t E = 1 + int64_t(rng() % 300), pairs = 1 + int64_t(rng() % 20000);
-    std::vector<int64_t> counts(size_t(E), 0);
-    for (int64_t i = 0; i < pairs; ++i) ++counts[size_t((rng() % (uint64_t(1) << (rng() % 10))) % uint64_t(E))];
-    int64_t jobs = 0;
-    for (int64_t c : counts) jobs += (c + block - 1) / block;
-    EXPECT_LE(jobs, cuda::compact_items_bound(pairs, E, block, 1, 1)) << "E=" << E << " pairs=" << pairs;
+    const int64_t E = 1 + int64_t(rng() % 300), k = 1 + int64_t(rng() % std::min<int64_t>(E, 8));
+    const int64_t T = 1 + int64_t(rng() % 3000), used = k + int64_t(rng() % (E - k + 1));
+    std::vector<int32_t> ids = random_ids(rng, T, k, used);
+    if (trial % 4 >= 2) ids = random_ids(rng, T, k, E);
+    RoutingPlan plan;
+    PlanOptions opt;
+    opt.block_rows = block;
+    ASSERT_TRUE(build_routing_plan(ids.data(), T, k, E, opt, &plan).ok());
+    EXPECT_LE(int64_t(plan.jobs.size()), cuda::compact_items_bound(T * k, E, block, 1, 1))
+        << "E=" << E << " T=" << T << " k=" << k << " experts used=" << used;
   }
 }
 
