@@ -10,17 +10,36 @@
 #include <cstdint>
 
 #include "cuda/gemm_params.hpp"
+#include "cuda/ptx/sfu.cuh"
 #include "cuda/scheduler.cuh"
 
 namespace nvfp4moe::cuda {
 
+// The sigmoid with the special-function unit's exp2 and reciprocal, flushed
+// to zero (a few ulp, against the 2^-9 of the BF16 rounding of h that
+// follows; e^-x past F32's range gives inf, then 0, as the IEEE form does).
+// NOTES: the IEEE expf and division were ~20 instructions per element, the
+// division's slow-path check a branch and a call that kept ptxas from
+// interleaving the elements, all on the epilogue's path, where the tensor
+// cores wait (SASS at f5b0193).
+__device__ __forceinline__ float sigmoid_approx(float x) {
+  constexpr float kLog2e = 1.4426950408889634f;
+  return ptx::rcp_approx_ftz(1.0f + ptx::ex2_approx_ftz(-kLog2e * x));
+}
+
+__device__ __forceinline__ float silu_mul(float g, float u) { return g * sigmoid_approx(g) * u; }
+
+__device__ __forceinline__ float swiglu_oai(const ActivationParams& a, float g, float u) {
+  // Comparisons, not fminf/fmaxf, which return the limit for a NaN: a NaN
+  // gate or up stays NaN, as in the CPU backend.
+  g = g > a.limit ? a.limit : g;
+  u = u > a.limit ? a.limit : u;
+  u = u < -a.limit ? -a.limit : u;
+  return (u + 1.0f) * (g * sigmoid_approx(a.swiglu_alpha * g));
+}
+
 __device__ __forceinline__ float activation(const ActivationParams& a, float g, float u) {
-  if (a.kind == Activation::kSwiGLUOai) {
-    g = fminf(g, a.limit);
-    u = fminf(fmaxf(u, -a.limit), a.limit);
-    return (u + 1.0f) * g / (1.0f + expf(-a.swiglu_alpha * g));
-  }
-  return g / (1.0f + expf(-g)) * u;
+  return a.kind == Activation::kSwiGLUOai ? swiglu_oai(a, g, u) : silu_mul(g, u);
 }
 
 __device__ __forceinline__ void store4(const GemmParams& p, int64_t row, int64_t col, float4 v) {
@@ -54,8 +73,13 @@ __device__ __forceinline__ void epilogue_fill_rows(const GemmParams& p, const Wo
 // reduction both call it).
 __device__ __forceinline__ float4 finish4(const GemmParams& p, float4 v, const float4* up, float route_w) {
   if (p.epilogue == EpilogueKind::kSwiGLU) {
-    v = {activation(p.act, v.x, up->x), activation(p.act, v.y, up->y), activation(p.act, v.z, up->z),
-         activation(p.act, v.w, up->w)};
+    // The kind is tested once per four features, not per element.
+    const float4 u = *up;
+    if (p.act.kind == Activation::kSwiGLUOai)
+      v = {swiglu_oai(p.act, v.x, u.x), swiglu_oai(p.act, v.y, u.y), swiglu_oai(p.act, v.z, u.z),
+           swiglu_oai(p.act, v.w, u.w)};
+    else
+      v = {silu_mul(v.x, u.x), silu_mul(v.y, u.y), silu_mul(v.z, u.z), silu_mul(v.w, u.w)};
   }
   if (p.route_w != nullptr) v = {v.x * route_w, v.y * route_w, v.z * route_w, v.w * route_w};
   return v;

@@ -139,6 +139,50 @@ TEST_F(GpuMoeLayer, BadIdsLeaveTheOutputUntouched) {
     }
   }
 }
+// A NaN in one token's activations reaches that token's whole output row and
+// no other, under both activations, fused and unfused, on the weight
+// streamer (T = 2) and the narrow and wide tiles (T = 40, 300). gpt-oss's
+// clamps once turned a NaN gate or up into the limit, a finite output.
+TEST_F(GpuMoeLayer, NaNInputReachesItsRowOnly) {
+  for (const Activation act : {Activation::kSwiGLU, Activation::kSwiGLUOai}) {
+    for (const int64_t T : {int64_t(2), int64_t(40), int64_t(300)}) {
+      const LayerCase c{8, 256, 192, T, 2, true, act};
+      std::mt19937_64 rng(test_seed() + uint64_t(T));
+      Built b = build(rng, c);
+      cuda::DeviceMoeLayer layer;
+      ASSERT_OK(cuda::upload_moe_layer(b.view, b.act, &layer));
+      std::vector<float> x = random_normal(rng, size_t(c.T * c.H), 1.0f);
+      const std::vector<int32_t> ids = random_ids(rng, c.T, c.k, c.E);
+      const std::vector<float> rw(c.T * c.k, 0.5f);
+      const cuda::DeviceBuffer dids = to_device(ids), dw = to_device(rw);
+      const int64_t bad = T / 2;
+      for (const bool unfused : {false, true}) {
+        const std::vector<float> clean = run(c, layer, to_device(x), dids, dw, unfused, Schedule::kCompact);
+        std::vector<float> xn = x;
+        xn[bad * c.H + 7] = std::numeric_limits<float>::quiet_NaN();
+        // A finite poison, so that a NaN in the output was written there.
+        cuda::DeviceBuffer dout = to_device(std::vector<float>(c.T * c.H, 1e30f));
+        const cuda::DeviceBuffer dxn = to_device(xn);
+        cuda::CudaMoeLayerArgs a = moe_layer_args(layer, dxn, dids, dw, c.T, c.k, dout);
+        a.unfused = unfused;
+        ASSERT_OK(cuda::moe_layer(*ctx, a, stream));
+        ASSERT_OK(ctx->check_device_status(stream));
+        const std::vector<float> out = to_host<float>(dout, c.T * c.H);
+        for (int64_t t = 0; t < c.T; ++t) {
+          for (int64_t h = 0; h < c.H; ++h) {
+            const size_t i = size_t(t * c.H + h);
+            if (t == bad)
+              ASSERT_TRUE(std::isnan(out[i])) << activation_name(act) << " T=" << T << " unfused=" << unfused
+                                              << ": out[" << t << "][" << h << "] = " << out[i];
+            else
+              ASSERT_EQ(0, std::memcmp(&out[i], &clean[i], 4))
+                  << activation_name(act) << " T=" << T << " unfused=" << unfused << ": row " << t << " changed";
+          }
+        }
+      }
+    }
+  }
+}
 TEST_F(GpuMoeLayer, QwenShapePrefill) { check({128, 2048, 768, 256, 8, false, Activation::kSwiGLU, Schedule::kRect}); }
 
 // At decode sizes the down streamer and the combine are launched to overlap
