@@ -89,15 +89,6 @@ __device__ __forceinline__ float4 finish4(const GemmParams& p, float4 v, const f
 // alternate gate, up); up is 64 columns further.
 __device__ __forceinline__ int64_t gate_column(int64_t f) { return (f / 64) * 128 + f % 64; }
 
-// The store loops below read kRowBatch token rows from shared memory before
-// they store any. NOTES: ptxas does not move a shared-memory load above a
-// store through a generic pointer, which it cannot prove does not alias the
-// tile, so a row's loads waited for the previous row's store (SASS at
-// fbf5c63: LDS, STG, LDS, STG in the unrolled loops) and each row paid the
-// whole load-to-store latency; that is why unrolling alone (`#pragma
-// unroll 2`, A/B at c50e7ea) changed nothing.
-inline constexpr int kRowBatch = 4;
-
 // Called by all kNumThreads threads of the consumer warps once the tile and
 // its row table are in shared memory. tile_stride: floats between token
 // rows. With split K the tile goes, raw, to the partial-sum buffer.
@@ -138,20 +129,11 @@ __device__ __forceinline__ void epilogue_store(const GemmParams& p, const WorkTi
   const int64_t col = (int64_t(w.n_tile) << (log2_groups + 2)) + c;
   if (col >= (swiglu ? p.n / 2 : p.n)) return;
   const float* src = tile + (swiglu ? gate_column(c) : c);
-  const int step = kNumThreads >> log2_groups;
-  for (int tr0 = thread >> log2_groups; tr0 < w.num_rows; tr0 += kRowBatch * step) {
-    EpilogueRows row[kRowBatch];
-    float4 v[kRowBatch], u[kRowBatch];
-#pragma unroll
-    for (int i = 0; i < kRowBatch; ++i) {
-      const int tr = min(tr0 + i * step, w.num_rows - 1);  // past the rows: a valid row again, not stored
-      row[i] = rows[tr];
-      v[i] = *reinterpret_cast<const float4*>(src + tr * tile_stride);
-      u[i] = swiglu ? *reinterpret_cast<const float4*>(src + tr * tile_stride + 64) : v[i];
-    }
-#pragma unroll
-    for (int i = 0; i < kRowBatch; ++i)
-      if (tr0 + i * step < w.num_rows) store4(p, row[i].out_row, col, finish4(p, v[i], &u[i], row[i].route_w));
+  for (int tr = thread >> log2_groups; tr < w.num_rows; tr += kNumThreads >> log2_groups) {
+    const EpilogueRows row = rows[tr];
+    const float* v = src + tr * tile_stride;
+    store4(p, row.out_row, col,
+           finish4(p, *reinterpret_cast<const float4*>(v), reinterpret_cast<const float4*>(v + 64), row.route_w));
   }
 }
 
@@ -179,20 +161,10 @@ __device__ __forceinline__ void epilogue_store_bf16_rows(const GemmParams& p, co
   if (col >= p.n) return;  // a chunk past N (N % 256 != 0)
   const uint16_t* src = tile + lane * 8;
   auto* y = static_cast<uint16_t*>(p.y) + col;
-  constexpr int kStep = kNumThreads / 32;
-  for (int tr0 = warp; tr0 < w.num_rows; tr0 += kRowBatch * kStep) {
-    int64_t out_row[kRowBatch];
-    uint4 v[kRowBatch];
-#pragma unroll
-    for (int i = 0; i < kRowBatch; ++i) {
-      const int tr = min(tr0 + i * kStep, w.num_rows - 1);  // as in epilogue_store
-      out_row[i] = rows[tr].out_row;
-      v[i] = *reinterpret_cast<const uint4*>(src + tr * tile_stride);
-    }
-#pragma unroll
-    for (int i = 0; i < kRowBatch; ++i)
-      if (tr0 + i * kStep < w.num_rows) *reinterpret_cast<uint4*>(y + out_row[i] * p.y_stride) = v[i];
-  }
+#pragma unroll 4
+  for (int tr = warp; tr < w.num_rows; tr += kNumThreads / 32)
+    *reinterpret_cast<uint4*>(y + rows[tr].out_row * p.y_stride) =
+        *reinterpret_cast<const uint4*>(src + tr * tile_stride);
 }
 
 }  // namespace nvfp4moe::cuda
