@@ -137,32 +137,47 @@ __device__ __forceinline__ void epilogue_store(const GemmParams& p, const WorkTi
   }
 }
 
+// Gate and up accumulators of the same (feature, token) positions: g becomes
+// act(g * scale_g, u * scale_u), exactly the value the F32 path activates.
+template <int kN>
+__device__ __forceinline__ void swiglu_in_place(const ActivationParams& a, float (&g)[kN], const float (&u)[kN],
+                                                float scale_g, float scale_u) {
+  if (a.kind == Activation::kSwiGLUOai) {
+#pragma unroll
+    for (int i = 0; i < kN; ++i) g[i] = swiglu_oai(a, g[i] * scale_g, u[i] * scale_u);
+  } else {
+#pragma unroll
+    for (int i = 0; i < kN; ++i) g[i] = silu_mul(g[i] * scale_g, u[i] * scale_u);
+  }
+}
+
 // The BF16 rows path: a tile already scaled and rounded to BF16 in shared
-// memory as tile[token][weight row] (kTileRows = 256 rows, tile_stride
-// elements apart), one warp per token row, 16 bytes per lane: each store
-// instruction writes one output row's 512 contiguous bytes. For kStore
-// tiles to BF16 without router weights or split K (bf16_rows_epilogue()),
+// memory as tile[token][weight row] (kTileRows = 256 rows, or 128 features
+// of h on the SwiGLU rows path; tile_stride elements apart), 16 bytes per
+// lane: each store instruction writes whole output rows, 512 or 2 x 256
+// contiguous bytes, up to `width` columns. For kStore tiles to BF16
+// without router weights or split K (bf16_rows_epilogue, gemm_params.hpp),
 // where the F32 path's two passes of scalar tile writes and float4 reads
 // were 9-18% of the wide kernel's time (ablation at 0e0a748,
 // bench/results/2026-11-30-h200-0e0a748-epilogue-parts.json). Rounding the
 // scaled accumulator once, here as there, gives the same bits.
-__host__ __device__ inline bool bf16_rows_epilogue(const GemmParams& p) {
-  return p.y_dtype == DType::kBF16 && p.epilogue == EpilogueKind::kStore && p.route_w == nullptr && p.k_splits == 1;
-}
-
 template <int kTileRows, int kNumThreads>
 __device__ __forceinline__ void epilogue_store_bf16_rows(const GemmParams& p, const WorkTile& w, const uint16_t* tile,
-                                                         int tile_stride, const EpilogueRows* rows, int thread) {
-  static_assert(kTileRows == 8 * 32, "one lane per 8 weight rows of a token row");
+                                                         int tile_stride, const EpilogueRows* rows, int thread,
+                                                         int64_t width) {
+  // 16 bytes per lane: one warp per 256-row token row, two per 128-row one.
+  constexpr int kLanesPerRow = kTileRows / 8;
+  static_assert(kLanesPerRow <= 32 && 32 % kLanesPerRow == 0, "whole token rows per warp");
+  constexpr int kRowsPerWarp = 32 / kLanesPerRow;
   static_assert(kNumThreads % 32 == 0, "whole warps");
   asm volatile("" : "+r"(thread));  // as in epilogue_store
-  const int lane = thread % 32, warp = thread / 32;
-  const int64_t col = int64_t(w.n_tile) * kTileRows + lane * 8;
-  if (col >= p.n) return;  // a chunk past N (N % 256 != 0)
-  const uint16_t* src = tile + lane * 8;
+  const int lane = thread % 32, warp = thread / 32, piece = lane % kLanesPerRow;
+  const int64_t col = int64_t(w.n_tile) * kTileRows + piece * 8;
+  if (col >= width) return;  // a chunk past N (N % 256 != 0)
+  const uint16_t* src = tile + piece * 8;
   auto* y = static_cast<uint16_t*>(p.y) + col;
 #pragma unroll 4
-  for (int tr = warp; tr < w.num_rows; tr += kNumThreads / 32)
+  for (int tr = warp * kRowsPerWarp + lane / kLanesPerRow; tr < w.num_rows; tr += kNumThreads / 32 * kRowsPerWarp)
     *reinterpret_cast<uint4*>(y + rows[tr].out_row * p.y_stride) =
         *reinterpret_cast<const uint4*>(src + tr * tile_stride);
 }

@@ -99,4 +99,36 @@ struct GemmParams {
   int32_t n_tiles(int chunks) const { return (n + 64 * chunks - 1) / (64 * chunks); }
 };
 
+#if defined(__CUDACC__)
+#define NVFP4MOE_HOST_DEVICE __host__ __device__
+#else
+#define NVFP4MOE_HOST_DEVICE
+#endif
+
+// The BF16 rows path (epilogue_store_bf16_rows, epilogue.cuh): kStore tiles
+// to BF16 without router weights or split K.
+NVFP4MOE_HOST_DEVICE inline bool bf16_rows_epilogue(const GemmParams& p) {
+  return p.y_dtype == DType::kBF16 && p.epilogue == EpilogueKind::kStore && p.route_w == nullptr && p.k_splits == 1;
+}
+
+// The SwiGLU rows path: the layer's gate_up to its BF16 h, for tiles whose
+// consumer warpgroups each hold a gate chunk and the up chunk of the same
+// features (two chunks per consumer), so that SwiGLU runs on the
+// accumulators in registers and only h goes through shared memory, as BF16
+// rows. N % 128 == 0 keeps every warpgroup's (gate, up) pair inside N.
+NVFP4MOE_HOST_DEVICE inline bool swiglu_rows_epilogue(const GemmParams& p) {
+  return p.y_dtype == DType::kBF16 && p.epilogue == EpilogueKind::kSwiGLU && p.route_w == nullptr &&
+         p.k_splits == 1 && p.n % 128 == 0;
+}
+
+// Which epilogue a GEMM kernel instance runs. One kernel per path: A/B at
+// ba0a7ee, a runtime branch between two epilogues cost the path not taken 3%.
+enum class EpiloguePath : int32_t {
+  kF32Tile = 0,     // F32 tile per pass, epilogue_store: every case
+  kBf16Rows = 1,    // bf16_rows_epilogue(p)
+  kSwiGLURows = 2,  // swiglu_rows_epilogue(p), two chunks per consumer
+};
+
+#undef NVFP4MOE_HOST_DEVICE
+
 }  // namespace nvfp4moe::cuda

@@ -101,11 +101,13 @@ TEST_F(GpuMoeLayer, SwiGLUSeparateGateUp) { check({8, 256, 128, 37, 2, false, Ac
 TEST_F(GpuMoeLayer, SwiGLUOaiMerged) { check({16, 512, 192, 130, 4, true, Activation::kSwiGLUOai}); }
 // Wide tiles (more than 32 rows per expert on average) of every wgmma width,
 // F = 320 and 192 ending gate_up's last tile after one (gate, up) pair of
-// chunks and down's K after an odd number of blocks: ~37 rows per expert
-// (widths 32 and 64), then ~175 (128-row tiles and their remainders).
+// chunks (the SwiGLU rows epilogue's second warpgroup past N) and down's K
+// after an odd number of blocks: ~37 rows per expert (widths 32 and 64),
+// then ~175 (128-row tiles and their remainders), with both activations.
 TEST_F(GpuMoeLayer, SwiGLUWideTiles) {
   check({16, 256, 320, 300, 2, false, Activation::kSwiGLU});
   check({8, 512, 192, 700, 2, false, Activation::kSwiGLU});
+  check({8, 512, 192, 700, 2, true, Activation::kSwiGLUOai});
 }
 TEST_F(GpuMoeLayer, DecodeSingleToken) { check({64, 1024, 256, 1, 8, false, Activation::kSwiGLU}); }
 TEST_F(GpuMoeLayer, DecodeTwoTokensOaiMerged) { check({32, 512, 320, 2, 4, true, Activation::kSwiGLUOai}); }

@@ -6,6 +6,7 @@
 #include <random>
 #include <vector>
 
+#include "cuda/gemm_params.hpp"
 #include "cuda/launch.hpp"
 #include "nvfp4moe/plan.hpp"
 #include "test_util.hpp"
@@ -114,6 +115,38 @@ TEST(CudaHostPolicy, CompactGridIsOneShotUpToTwoWaves) {
     EXPECT_LE(int64_t(plan.jobs.size()), cuda::compact_items_bound(T * k, E, block, 1, 1))
         << "E=" << E << " T=" << T << " k=" << k << " experts used=" << used;
   }
+}
+
+// Which epilogue kernel a GEMM launch takes (launch_sm90's kernel_for): the
+// layer's gate_up (SwiGLU to BF16 h, no router weights) the SwiGLU rows
+// path, MUL_MAT_ID to BF16 the BF16 rows path, everything else the F32 tile.
+TEST(CudaHostPolicy, EpiloguePathFollowsOutputAndEpilogue) {
+  cuda::GemmParams gate_up;
+  gate_up.n = 2 * 768;
+  gate_up.y_dtype = DType::kBF16;
+  gate_up.epilogue = cuda::EpilogueKind::kSwiGLU;
+  EXPECT_TRUE(cuda::swiglu_rows_epilogue(gate_up));
+  EXPECT_FALSE(cuda::bf16_rows_epilogue(gate_up));
+  cuda::GemmParams odd = gate_up;
+  odd.n = 2 * 96;  // a warpgroup's (gate, up) pair would straddle N
+  EXPECT_FALSE(cuda::swiglu_rows_epilogue(odd));
+  cuda::GemmParams split = gate_up;
+  split.k_splits = 2;
+  EXPECT_FALSE(cuda::swiglu_rows_epilogue(split));
+  cuda::GemmParams f32 = gate_up;
+  f32.y_dtype = DType::kF32;
+  EXPECT_FALSE(cuda::swiglu_rows_epilogue(f32));
+  const float w = 1.0f;
+  cuda::GemmParams routed = gate_up;
+  routed.route_w = &w;
+  EXPECT_FALSE(cuda::swiglu_rows_epilogue(routed));
+
+  cuda::GemmParams store = gate_up;
+  store.epilogue = cuda::EpilogueKind::kStore;
+  EXPECT_TRUE(cuda::bf16_rows_epilogue(store));
+  EXPECT_FALSE(cuda::swiglu_rows_epilogue(store));
+  store.route_w = &w;  // the layer's down: F32 tile
+  EXPECT_FALSE(cuda::bf16_rows_epilogue(store));
 }
 
 }  // namespace

@@ -10,10 +10,21 @@
 namespace nvfp4moe::cuda {
 namespace {
 
+// The kernel instance for p's epilogue path; the SwiGLU rows path needs two
+// chunks per consumer (the wide tile).
+template <int kBlockT>
+auto kernel_for(const GemmParams& p) {
+  using sm90::nvfp4_grouped_gemm_kernel;
+  if constexpr (sm90::TileConfig<kBlockT>::kBlocks == 2) {
+    if (swiglu_rows_epilogue(p)) return nvfp4_grouped_gemm_kernel<kBlockT, EpiloguePath::kSwiGLURows>;
+  }
+  return bf16_rows_epilogue(p) ? nvfp4_grouped_gemm_kernel<kBlockT, EpiloguePath::kBf16Rows>
+                               : nvfp4_grouped_gemm_kernel<kBlockT, EpiloguePath::kF32Tile>;
+}
+
 template <int kBlockT>
 Status launch_sm90(const GemmParams& p, int num_sms, cudaStream_t stream) {
-  auto kernel = bf16_rows_epilogue(p) ? sm90::nvfp4_grouped_gemm_kernel<kBlockT, true>
-                                      : sm90::nvfp4_grouped_gemm_kernel<kBlockT, false>;
+  auto kernel = kernel_for<kBlockT>(p);
   constexpr size_t smem = sm90::smem_bytes<kBlockT>();
   constexpr int kChunks = sm90::TileConfig<kBlockT>::kChunks;
   NVFP4MOE_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));

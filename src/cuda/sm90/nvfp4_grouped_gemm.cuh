@@ -204,11 +204,19 @@ __device__ void producer(const GemmParams& p, SharedStorage<kBlockT>& s, int t) 
 // per chunk of this consumer, alpha, the transposed store of the
 // accumulators into s.tile, and the stores to global memory.
 // chunks_active: how many of this consumer's chunks lie inside N (>= 1).
-// kBf16Rows: the BF16 rows epilogue (bf16_rows_epilogue(p)), a kernel of
-// its own so that the F32 path's kernel stays as it was (A/B at ba0a7ee:
-// with both epilogues in one kernel behind a runtime branch, the qwen3
-// layer, which never takes the new one, ran 3% slower).
-template <int kN, bool kBf16Rows, int kBlockT>
+// kPath: the epilogue (EpiloguePath, epilogue.cuh), each a kernel of its
+// own so that the F32 path's kernel stays as it was (A/B at ba0a7ee: with
+// two epilogues in one kernel behind a runtime branch, the qwen3 layer,
+// which never takes the new one, ran 3% slower).
+// Chunk b of this warpgroup is chunk b * kConsumers + wg of the tile, or, on
+// the SwiGLU rows path, wg * kBlocks + b: a gate chunk and the up chunk of
+// the same features (gate_up's 64-row blocks alternate gate, up).
+template <EpiloguePath kPath, int kBlocks, int kConsumers>
+__device__ __forceinline__ int chunk_of(int b, int wg) {
+  return kPath == EpiloguePath::kSwiGLURows ? wg * kBlocks + b : b * kConsumers + wg;
+}
+
+template <int kN, EpiloguePath kPath, int kBlockT>
 __device__ __forceinline__ void mma_tile(const GemmParams& p, SharedStorage<kBlockT>& s, const WorkTile& w,
                                          int wg, int t, int chunks_active, PipelineState& ps) {
   using Mma = ptx::WgmmaBf16RS<kN>;
@@ -250,7 +258,8 @@ __device__ __forceinline__ void mma_tile(const GemmParams& p, SharedStorage<kBlo
       // A chunk past N reads this warpgroup's first chunk instead (a select,
       // not a branch: any branch here serializes the wgmmas, C7513); its
       // products are never stored.
-      const int c = b < chunks_active ? b * Config::kConsumers + wg : wg;
+      const int c = b < chunks_active ? chunk_of<kPath, kBlocks, Config::kConsumers>(b, wg)
+                                      : chunk_of<kPath, kBlocks, Config::kConsumers>(0, wg);
       const FragmentRef f = fragment_ref(st.w[c], t);
       dequant_fragment(*reinterpret_cast<const uint4*>(f.codes), *reinterpret_cast<const uint2*>(f.scales),
                        kScaleCodeMul, abuf);
@@ -295,35 +304,50 @@ __device__ __forceinline__ void mma_tile(const GemmParams& p, SharedStorage<kBlo
   // Split K: raw partial sums; the reduction applies alpha once, in order.
   const float* alpha = (p.epilogue == EpilogueKind::kSwiGLU && wg % 2 == 1) ? p.alpha_up : p.alpha;
   const float scale = p.k_splits > 1 ? 1.0f : (alpha ? alpha[w.expert] : 1.0f) * kWeightDownscale;
-  if constexpr (kBf16Rows) {
-    // One pass: every chunk scaled, rounded and transposed into the BF16
-    // tile by stmatrix (4 matrices of 8 weight rows x 8 tokens per
-    // instruction), then whole output rows to global memory.
-    using Smem = SharedStorage<kBlockT>;
-    // The previous tile's stores have read s.tile and s.rows.
-    ptx::named_barrier_sync(1, kConsumerThreads);
-    epilogue_fill_rows(p, w, s.rows, wg * 128 + t, kConsumerThreads);
+  using Smem = SharedStorage<kBlockT>;
+  // Scaled, rounded and transposed into the BF16 tile by stmatrix, 4
+  // matrices of 8 weight rows x 8 tokens per instruction: the values of
+  // weight rows tile_row0 + warp * 16 + (0..15) of this consumer.
+  const auto stmatrix_bf16 = [&](const float(&v)[kAcc], float v_scale, int tile_row0) {
     const int m = lane / 8, j = lane % 8;  // the matrix and token row this lane addresses
+    const int tile_row = tile_row0 + warp * 16 + 8 * (m % 2);
+    const uint32_t base = static_cast<uint32_t>(
+        __cvta_generic_to_shared(s.tile.bf16 + (8 * (m / 2) + j) * Smem::kBf16TileStride + tile_row));
 #pragma unroll
-    for (int b = 0; b < kBlocks; ++b) {
-      if (b < chunks_active) {
-        const int tile_row = (b * Config::kConsumers + wg) * 64 + warp * 16 + 8 * (m % 2);
-        const uint32_t base = static_cast<uint32_t>(__cvta_generic_to_shared(
-            s.tile.bf16 + (8 * (m / 2) + j) * Smem::kBf16TileStride + tile_row));
-#pragma unroll
-        for (int i = 0; i < kAcc / 4; i += 2) {
-          const float* a = acc[b] + 4 * i;
-          ptx::stmatrix_x4_trans(base + i * 8 * Smem::kBf16TileStride * 2,
-                                 ptx::pack_bf16x2_rn(a[0] * scale, a[1] * scale),
-                                 ptx::pack_bf16x2_rn(a[2] * scale, a[3] * scale),
-                                 ptx::pack_bf16x2_rn(a[4] * scale, a[5] * scale),
-                                 ptx::pack_bf16x2_rn(a[6] * scale, a[7] * scale));
-        }
-      }
+    for (int i = 0; i < kAcc / 4; i += 2) {
+      const float* a = v + 4 * i;
+      ptx::stmatrix_x4_trans(base + i * 8 * Smem::kBf16TileStride * 2,
+                             ptx::pack_bf16x2_rn(a[0] * v_scale, a[1] * v_scale),
+                             ptx::pack_bf16x2_rn(a[2] * v_scale, a[3] * v_scale),
+                             ptx::pack_bf16x2_rn(a[4] * v_scale, a[5] * v_scale),
+                             ptx::pack_bf16x2_rn(a[6] * v_scale, a[7] * v_scale));
+    }
+  };
+  if constexpr (kPath == EpiloguePath::kSwiGLURows) {
+    // One pass: gate and up of this warpgroup's 64 features activated in
+    // registers (the F32 path's values, the same function), h rounded by
+    // stmatrix into a BF16 tile[token][128 features], then whole rows out.
+    static_assert(kBlocks == 2, "a gate and an up chunk per consumer");
+    ptx::named_barrier_sync(1, kConsumerThreads);  // the previous tile's stores have read s.tile, s.rows
+    epilogue_fill_rows(p, w, s.rows, wg * 128 + t, kConsumerThreads);
+    if (chunks_active == kBlocks) {
+      swiglu_in_place(p.act, acc[0], acc[1], (p.alpha ? p.alpha[w.expert] : 1.0f) * kWeightDownscale,
+                      (p.alpha_up ? p.alpha_up[w.expert] : 1.0f) * kWeightDownscale);
+      stmatrix_bf16(acc[0], 1.0f, wg * 64);
     }
     ptx::named_barrier_sync(1, kConsumerThreads);
+    epilogue_store_bf16_rows<64 * Config::kConsumers, kConsumerThreads>(p, w, s.tile.bf16, Smem::kBf16TileStride,
+                                                                        s.rows, wg * 128 + t, p.n / 2);
+  } else if constexpr (kPath == EpiloguePath::kBf16Rows) {
+    // One pass: every chunk into the BF16 tile, then whole output rows.
+    ptx::named_barrier_sync(1, kConsumerThreads);  // the previous tile's stores have read s.tile, s.rows
+    epilogue_fill_rows(p, w, s.rows, wg * 128 + t, kConsumerThreads);
+#pragma unroll
+    for (int b = 0; b < kBlocks; ++b)
+      if (b < chunks_active) stmatrix_bf16(acc[b], scale, (b * Config::kConsumers + wg) * 64);
+    ptx::named_barrier_sync(1, kConsumerThreads);
     epilogue_store_bf16_rows<Smem::kTileRows, kConsumerThreads>(p, w, s.tile.bf16, Smem::kBf16TileStride, s.rows,
-                                                                 wg * 128 + t);
+                                                                 wg * 128 + t, p.n);
   } else {
     constexpr int kStride = SharedStorage<kBlockT>::kTileStride;
     const int row = wg * 64 + warp * 16 + g;
@@ -352,7 +376,7 @@ __device__ __forceinline__ void mma_tile(const GemmParams& p, SharedStorage<kBlo
   }
 }
 
-template <int kBlockT, bool kBf16Rows>
+template <int kBlockT, EpiloguePath kPath>
 __device__ void consumer(const GemmParams& p, SharedStorage<kBlockT>& s, int wg, int t) {
   using Config = TileConfig<kBlockT>;
   const int n_blocks = p.n / kSm90ChunkRows;
@@ -360,25 +384,28 @@ __device__ void consumer(const GemmParams& p, SharedStorage<kBlockT>& s, int wg,
   PipelineState ps;
   WorkTile w;
   while (sched.next_tile(w)) {
-    // Chunk b of this warpgroup is chunk b * kConsumers + wg of the tile.
-    const int first = Config::kChunks * w.n_tile + wg;
-    const int chunks_active = max(0, min(Config::kBlocks, (n_blocks - first + Config::kConsumers - 1) /
-                                                              Config::kConsumers));
+    // This warpgroup's chunks inside N (chunk_of). On the SwiGLU rows path
+    // they are adjacent, and N % 128 == 0 makes their count 0 or 2.
+    const int first = Config::kChunks * w.n_tile + chunk_of<kPath, Config::kBlocks, Config::kConsumers>(0, wg);
+    const int chunks_active =
+        kPath == EpiloguePath::kSwiGLURows
+            ? max(0, min(Config::kBlocks, n_blocks - first))
+            : max(0, min(Config::kBlocks, (n_blocks - first + Config::kConsumers - 1) / Config::kConsumers));
     // One branch per wgmma width: the tile pays only for the columns its
     // rows need (tile_rows_for), and the choice is the same under both
     // schedules, so outputs stay bit-identical. NOTES: the narrowest is 32;
     // adding a 16-wide path to the 128 kernel makes ptxas serialize its
     // wgmmas for lack of registers (C7512).
     if (w.tile_rows <= kMinMmaWidth) {
-      mma_tile<32, kBf16Rows>(p, s, w, wg, t, chunks_active, ps);
+      mma_tile<32, kPath>(p, s, w, wg, t, chunks_active, ps);
     } else if constexpr (kBlockT >= 128) {
-      if (w.tile_rows <= 64) mma_tile<64, kBf16Rows>(p, s, w, wg, t, chunks_active, ps);
-      else mma_tile<128, kBf16Rows>(p, s, w, wg, t, chunks_active, ps);
+      if (w.tile_rows <= 64) mma_tile<64, kPath>(p, s, w, wg, t, chunks_active, ps);
+      else mma_tile<128, kPath>(p, s, w, wg, t, chunks_active, ps);
     }
   }
 }
 
-template <int kBlockT, bool kBf16Rows>
+template <int kBlockT, EpiloguePath kPath>
 __global__ void __launch_bounds__(threads<kBlockT>(), 1) nvfp4_grouped_gemm_kernel(const __grid_constant__ GemmParams p) {
   using Config = TileConfig<kBlockT>;
   constexpr int kStages = Config::kStages;
@@ -404,7 +431,7 @@ __global__ void __launch_bounds__(threads<kBlockT>(), 1) nvfp4_grouped_gemm_kern
     producer<kBlockT>(p, s, threadIdx.x - kConsumerThreads);
   } else {
     ptx::setmaxnreg_inc<Config::kConsumerRegs>();
-    consumer<kBlockT, kBf16Rows>(p, s, threadIdx.x / 128, threadIdx.x % 128);
+    consumer<kBlockT, kPath>(p, s, threadIdx.x / 128, threadIdx.x % 128);
   }
 }
 
