@@ -71,9 +71,8 @@ __device__ __forceinline__ void epilogue_fill_rows(const GemmParams& p, const Wo
 // SwiGLU on four adjacent features, then the router weight. The one place
 // that turns scaled accumulators into an output value (tiles and the split-K
 // reduction both call it).
-template <bool kSwiGLU = true>
 __device__ __forceinline__ float4 finish4(const GemmParams& p, float4 v, const float4* up, float route_w) {
-  if (kSwiGLU && p.epilogue == EpilogueKind::kSwiGLU) {
+  if (p.epilogue == EpilogueKind::kSwiGLU) {
     // The kind is tested once per four features, not per element.
     const float4 u = *up;
     if (p.act.kind == Activation::kSwiGLUOai)
@@ -99,10 +98,7 @@ __device__ __forceinline__ int64_t gate_column(int64_t f) { return (f / 64) * 12
 // the runtime division of the item index made every iteration a ~380-cycle
 // dependent chain; a 128 x 256 tile's two passes took ~7 us of its ~33 us
 // (epilogue timeline at d764559), independent of the stores themselves.
-// kGeneral = false compiles the kStore epilogue alone (no split K, no
-// SwiGLU): the wide kernel's F32 path, whose SwiGLU tiles take the SwiGLU
-// rows path and which never splits K (launch_sm90 checks both).
-template <int kChunks, int kNumThreads, bool kGeneral = true>
+template <int kChunks, int kNumThreads>
 __device__ __forceinline__ void epilogue_store(const GemmParams& p, const WorkTile& w, const float* tile,
                                                int tile_stride, const EpilogueRows* rows, int thread) {
   constexpr int kTileRows = 64 * kChunks;
@@ -114,7 +110,7 @@ __device__ __forceinline__ void epilogue_store(const GemmParams& p, const WorkTi
   constexpr int kGroups = kTileRows / 4, kSwiGLUGroups = kTileRows / 8;
   static_assert(kNumThreads % kGroups == 0 && kNumThreads % kSwiGLUGroups == 0,
                 "every thread keeps one column group");
-  if (kGeneral && p.k_splits > 1) {
+  if (p.k_splits > 1) {
     float* part = p.partial + int64_t(w.k_split) * p.sorted_rows * p.n;
     const int c = (thread % kGroups) * 4;
     const int64_t col = int64_t(w.n_tile) * kTileRows + c;
@@ -125,7 +121,7 @@ __device__ __forceinline__ void epilogue_store(const GemmParams& p, const WorkTi
     return;
   }
   // Both group counts are powers of two: shifts, not divisions.
-  const bool swiglu = kGeneral && p.epilogue == EpilogueKind::kSwiGLU;
+  const bool swiglu = p.epilogue == EpilogueKind::kSwiGLU;
   constexpr int kLog2Groups = __builtin_ctz(kGroups);
   static_assert(kGroups == 1 << kLog2Groups, "column groups per row: a power of two");
   const int log2_groups = swiglu ? kLog2Groups - 1 : kLog2Groups;
@@ -137,8 +133,7 @@ __device__ __forceinline__ void epilogue_store(const GemmParams& p, const WorkTi
     const EpilogueRows row = rows[tr];
     const float* v = src + tr * tile_stride;
     store4(p, row.out_row, col,
-           finish4<kGeneral>(p, *reinterpret_cast<const float4*>(v), reinterpret_cast<const float4*>(v + 64),
-                             row.route_w));
+           finish4(p, *reinterpret_cast<const float4*>(v), reinterpret_cast<const float4*>(v + 64), row.route_w));
   }
 }
 

@@ -24,11 +24,6 @@ auto kernel_for(const GemmParams& p) {
 
 template <int kBlockT>
 Status launch_sm90(const GemmParams& p, int num_sms, cudaStream_t stream) {
-  // The wide kernel's F32 path is compiled for kStore alone (epilogue_store).
-  if (sm90::TileConfig<kBlockT>::kBlocks == 2 && (p.k_splits > 1 || (p.epilogue == EpilogueKind::kSwiGLU &&
-                                                                      !swiglu_rows_epilogue(p))))
-    return make_status(StatusCode::kInternal, "wide GEMM tiles take no split K (k_splits = ", p.k_splits,
-                       ") and SwiGLU only to BF16 h without router weights, N % 128 == 0 (N = ", p.n, ")");
   auto kernel = kernel_for<kBlockT>(p);
   constexpr size_t smem = sm90::smem_bytes<kBlockT>();
   constexpr int kChunks = sm90::TileConfig<kBlockT>::kChunks;
