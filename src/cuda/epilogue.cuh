@@ -173,7 +173,7 @@ __device__ __forceinline__ void epilogue_store_bf16_rows(const GemmParams& p, co
   asm volatile("" : "+r"(thread));  // as in epilogue_store
   const int lane = thread % 32, warp = thread / 32, piece = lane % kLanesPerRow;
   const int64_t col = int64_t(w.n_tile) * kTileRows + piece * 8;
-  if (col >= width) return;  // a chunk past N (N % 256 != 0)
+  if (col >= width) return;  // columns past the output (N % 256 != 0, or F % 128 != 0 for h)
   const uint16_t* src = tile + piece * 8;
   auto* y = static_cast<uint16_t*>(p.y) + col;
 #pragma unroll 4

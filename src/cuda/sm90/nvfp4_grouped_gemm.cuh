@@ -21,8 +21,10 @@
 // the MMAs of a 128-row tile. kBlockT = 32 (decode, middle) runs 4 consumers
 // of one chunk, so more warps dequantize and stream weights per SM, and may
 // split K (k_splits) when there are too few tiles to fill the GPU.
-// Epilogue (epilogue.cuh): accumulators -> alpha -> shared memory,
-// transposed -> vector stores, one pass per chunk of each consumer.
+// Epilogue (epilogue.cuh), one kernel per EpiloguePath: accumulators ->
+// alpha -> shared memory, transposed -> vector stores; F32 in one pass per
+// chunk of each consumer, or BF16 rows in one pass (stmatrix), or, for the
+// layer's gate_up, SwiGLU in registers and then BF16 rows of h.
 // Schedule: scheduler.cuh.
 #pragma once
 
@@ -203,8 +205,9 @@ __device__ void producer(const GemmParams& p, SharedStorage<kBlockT>& s, int t) 
 // The K loop of one tile at wgmma width kN (<= kBlockT), then the epilogue:
 // per chunk of this consumer, alpha, the transposed store of the
 // accumulators into s.tile, and the stores to global memory.
-// chunks_active: how many of this consumer's chunks lie inside N (>= 1).
-// kPath: the epilogue (EpiloguePath, epilogue.cuh), each a kernel of its
+// chunks_active: how many of this consumer's chunks lie inside N (0: all
+// past N, the K loop only keeps the pipeline in step).
+// kPath: the epilogue (EpiloguePath, gemm_params.hpp), each a kernel of its
 // own so that the F32 path's kernel stays as it was (A/B at ba0a7ee: with
 // two epilogues in one kernel behind a runtime branch, the qwen3 layer,
 // which never takes the new one, ran 3% slower).
