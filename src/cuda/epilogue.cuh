@@ -42,13 +42,9 @@ __device__ __forceinline__ float activation(const ActivationParams& a, float g, 
   return a.kind == Activation::kSwiGLUOai ? swiglu_oai(a, g, u) : silu_mul(g, u);
 }
 
-// F32 rows are stored evict-first (st.global.cs): the GEMM never reads them
-// back, and the largest of them, the layer's per-pair rows (qwen3 T=2048:
-// 134 MB, read once by the combine), would otherwise push the weights and
-// activations the GEMM re-reads out of L2.
 __device__ __forceinline__ void store4(const GemmParams& p, int64_t row, int64_t col, float4 v) {
   if (p.y_dtype == DType::kF32) {
-    __stcs(reinterpret_cast<float4*>(static_cast<float*>(p.y) + row * p.y_stride + col), v);
+    *reinterpret_cast<float4*>(static_cast<float*>(p.y) + row * p.y_stride + col) = v;
   } else {
     __nv_bfloat162 lo = __floats2bfloat162_rn(v.x, v.y), hi = __floats2bfloat162_rn(v.z, v.w);
     uint2 packed = {*reinterpret_cast<uint32_t*>(&lo), *reinterpret_cast<uint32_t*>(&hi)};
