@@ -141,6 +141,33 @@ TEST_F(GpuMoeLayer, BadIdsLeaveTheOutputUntouched) {
     }
   }
 }
+// The SwiGLU rows epilogue (the layer's gate_up on wide tiles) activates the
+// same F32 values with the same function and rounds h once, as the F32 tile
+// path does (NVFP4MOE_F32_EPILOGUE=1): the layer's output is the same bit for
+// bit, both activations, a last tile whose second warpgroup lies past N
+// (F = 320) and one that fills it (F = 256).
+TEST_F(GpuMoeLayer, SwiGLURowsEpilogueEqualsTheF32Path) {
+  for (const Activation act : {Activation::kSwiGLU, Activation::kSwiGLUOai}) {
+    for (const int64_t F : {int64_t(320), int64_t(256)}) {
+      const LayerCase c{8, 512, F, 400, 2, true, act};
+      std::mt19937_64 rng(test_seed() + uint64_t(F));
+      Built b = build(rng, c);
+      cuda::DeviceMoeLayer layer;
+      ASSERT_OK(cuda::upload_moe_layer(b.view, b.act, &layer));
+      const cuda::DeviceBuffer dx = to_device(random_normal(rng, size_t(c.T * c.H), 1.0f));
+      const cuda::DeviceBuffer dids = to_device(random_ids(rng, c.T, c.k, c.E));
+      const cuda::DeviceBuffer dw = to_device(std::vector<float>(c.T * c.k, 0.75f));
+      const std::vector<float> rows = run(c, layer, dx, dids, dw, false, Schedule::kCompact);
+      ASSERT_EQ(0, setenv("NVFP4MOE_F32_EPILOGUE", "1", 1));
+      const std::vector<float> f32 = run(c, layer, dx, dids, dw, false, Schedule::kCompact);
+      ASSERT_EQ(0, unsetenv("NVFP4MOE_F32_EPILOGUE"));
+      for (size_t i = 0; i < rows.size(); ++i) ASSERT_FALSE(std::isnan(rows[i])) << "out[" << i << "] not written";
+      EXPECT_EQ(0, std::memcmp(rows.data(), f32.data(), rows.size() * 4))
+          << activation_name(act) << " F=" << F << ": the SwiGLU rows epilogue differs from the F32 path";
+    }
+  }
+}
+
 // A NaN in one token's activations reaches that token's whole output row and
 // no other, under both activations, fused and unfused, on the weight
 // streamer (T = 2) and the narrow and wide tiles (T = 40, 300). gpt-oss's
