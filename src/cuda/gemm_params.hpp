@@ -12,6 +12,12 @@ namespace nvfp4moe::cuda {
 
 struct PlanStatus;
 
+#if defined(__CUDACC__)
+#define NVFP4MOE_HOST_DEVICE __host__ __device__
+#else
+#define NVFP4MOE_HOST_DEVICE
+#endif
+
 // How compact row r (a position in the expert-sorted order) finds its
 // activation row or output row.
 enum class RowMap : int32_t {
@@ -93,17 +99,8 @@ struct GemmParams {
   bool next_overlaps = false;
 
   // Output tiles along N for a kernel whose tile covers 64 * chunks rows.
-#if defined(__CUDACC__)
-  __host__ __device__
-#endif
-  int32_t n_tiles(int chunks) const { return (n + 64 * chunks - 1) / (64 * chunks); }
+  NVFP4MOE_HOST_DEVICE int32_t n_tiles(int chunks) const { return (n + 64 * chunks - 1) / (64 * chunks); }
 };
-
-#if defined(__CUDACC__)
-#define NVFP4MOE_HOST_DEVICE __host__ __device__
-#else
-#define NVFP4MOE_HOST_DEVICE
-#endif
 
 // The BF16 rows path (epilogue_store_bf16_rows, epilogue.cuh): kStore tiles
 // to BF16 without router weights or split K.

@@ -231,35 +231,21 @@ TEST_F(GpuMulMatId, WideTileEndsInsideN) {
 TEST_F(GpuMulMatId, Bf16RowsEpilogueEqualsTheF32Path) {
   for (const int64_t T : {int64_t(40), int64_t(400)})
     for (const int64_t N : {int64_t(256), int64_t(320)}) {
+      const Case c{4, N, 256, T, 2, false, DType::kF32, DType::kBF16};
       std::mt19937_64 rng(test_seed() + uint64_t(T * N));
-      const int64_t E = 4, K = 256, k = 2;
-      ExpertWeights w = random_weights(rng, E, N, K);
+      const ExpertWeights w = random_weights(rng, c.E, c.N, c.K);
       cuda::DeviceExpertWeights dw;
       ASSERT_OK(cuda::upload_expert_weights(w.view(), &dw));
-      const cuda::DeviceBuffer dx = to_device(random_normal(rng, size_t(T * K), 1.0f));
-      const cuda::DeviceBuffer dids = to_device(random_ids(rng, T, k, E));
-      const size_t ny = size_t(T * k * N);
-      const auto run = [&]() {
-        cuda::DeviceBuffer dy = poisoned_floats(ny);
-        cuda::CudaMulMatIdArgs a;
-        a.weights = &dw;
-        a.x = dx.get();
-        a.x_dtype = DType::kF32;
-        a.ids = dids.as<int32_t>();
-        a.num_tokens = T;
-        a.top_k = k;
-        a.y = dy.get();
-        a.y_dtype = DType::kBF16;
-        EXPECT_TRUE(cuda::mul_mat_id(*ctx, a, stream).ok());
-        EXPECT_TRUE(ctx->check_device_status(stream).ok());
-        return to_host<uint16_t>(dy, ny);
-      };
-      const std::vector<uint16_t> rows = run();
+      const std::vector<int32_t> ids = random_ids(rng, c.T, c.k, c.E);
+      // The same x for both runs: each draws it from a copy of one generator.
+      std::mt19937_64 rng_f32 = rng;
+      CaseRun rows, f32;
+      run_case(c, rng, ids, w, dw, &rows);
       ASSERT_EQ(0, setenv("NVFP4MOE_F32_EPILOGUE", "1", 1));
-      const std::vector<uint16_t> f32 = run();
+      run_case(c, rng_f32, ids, w, dw, &f32);
       ASSERT_EQ(0, unsetenv("NVFP4MOE_F32_EPILOGUE"));
-      for (size_t i = 0; i < ny; ++i) ASSERT_FALSE(std::isnan(bf16_to_float(rows[i]))) << "y[" << i << "] not written";
-      EXPECT_EQ(0, std::memcmp(rows.data(), f32.data(), ny * 2))
+      if (HasFatalFailure()) return;
+      EXPECT_EQ(0, std::memcmp(rows.y.data(), f32.y.data(), rows.y.size() * 4))
           << "T=" << T << " N=" << N << ": the BF16 rows epilogue differs from the F32 path";
     }
 }
