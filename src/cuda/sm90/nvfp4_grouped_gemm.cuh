@@ -74,7 +74,7 @@ template <> struct TileConfig<128> {
   static constexpr int kConsumers = 2, kBlocks = 2, kStages = 6, kProducerRegs = 40, kConsumerRegs = 232;
   static constexpr int kChunks = kConsumers * kBlocks;
   static constexpr bool kTakeFromQueue = true;
-  static constexpr bool kMmaTurns = true;
+  static constexpr bool kMmaTurns = false;
 };
 
 template <int kBlockT>
