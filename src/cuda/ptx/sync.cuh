@@ -9,11 +9,6 @@ __device__ __forceinline__ void named_barrier_sync(uint32_t id, uint32_t threads
   asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
 }
 
-// Counts this warp's threads toward barrier `id` without waiting on it.
-__device__ __forceinline__ void named_barrier_arrive(uint32_t id, uint32_t threads) {
-  asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(threads) : "memory");
-}
-
 // NOTES: generic-proxy shared-memory writes that the async proxy (wgmma,
 // bulk copies) reads next need this fence in each writing thread.
 __device__ __forceinline__ void fence_proxy_async_shared() {

@@ -63,7 +63,6 @@ template <> struct TileConfig<32> {
   static constexpr int kConsumers = 4, kBlocks = 1, kStages = 14, kProducerRegs = 56, kConsumerRegs = 104;
   static constexpr int kChunks = kConsumers * kBlocks;
   static constexpr bool kTakeFromQueue = false;  // scheduler.cuh
-  static constexpr bool kMmaTurns = false;
 };
 // NOTES: at 40 registers the producer spills 20 bytes, in the per-tile
 // set-up only (SASS), not in the K loop. Two chunks per consumer: the
@@ -74,7 +73,6 @@ template <> struct TileConfig<128> {
   static constexpr int kConsumers = 2, kBlocks = 2, kStages = 6, kProducerRegs = 40, kConsumerRegs = 232;
   static constexpr int kChunks = kConsumers * kBlocks;
   static constexpr bool kTakeFromQueue = true;
-  static constexpr bool kMmaTurns = false;
 };
 
 template <int kBlockT>
@@ -221,21 +219,6 @@ __device__ __forceinline__ int chunk_of(int b, int wg) {
   return kPath == EpiloguePath::kSwiGLURows ? wg * kBlocks + b : b * kConsumers + wg;
 }
 
-// The wide tile's consumer warpgroups issue their K blocks' wgmmas in
-// turns, 0, 1, 0, 1, ... (named barriers kTurnBarrier + wg), so that one
-// warpgroup dequantizes while the other's group runs. Warpgroup 1 opens the
-// first turn of 0 before its first tile (mma_turns_open) and 0 takes the
-// last opening after its last (mma_turns_close).
-inline constexpr uint32_t kTurnBarrier = 2;
-template <int kBlockT>
-__device__ __forceinline__ void mma_turn_begin(int wg) {
-  if constexpr (TileConfig<kBlockT>::kMmaTurns) ptx::named_barrier_sync(kTurnBarrier + wg, 256);
-}
-template <int kBlockT>
-__device__ __forceinline__ void mma_turn_end(int wg) {
-  if constexpr (TileConfig<kBlockT>::kMmaTurns) ptx::named_barrier_arrive(kTurnBarrier + (wg ^ 1), 256);
-}
-
 template <int kN, EpiloguePath kPath, int kBlockT>
 __device__ __forceinline__ void mma_tile(const GemmParams& p, SharedStorage<kBlockT>& s, const WorkTile& w,
                                          int wg, int t, int chunks_active, PipelineState& ps) {
@@ -268,91 +251,54 @@ __device__ __forceinline__ void mma_tile(const GemmParams& p, SharedStorage<kBlo
     // ptxas can prove every accumulator read is behind a wait and keeps
     // the wgmma pipeline unserialized.
     uint32_t a[2][4][4];
-    // A chunk past N reads this warpgroup's first chunk instead (a select,
-    // not a branch: any branch here serializes the wgmmas, C7513); its
-    // products are never stored.
-    auto load_dequant = [&](const typename SharedStorage<kBlockT>::Stage& st, int b, uint32_t(&abuf)[4][4]) {
+    // One fragment step: chunk b of K block kb into register buffer abuf,
+    // one commit group. The wait retires the previous group, so the buffer
+    // the next step fills is free; after a K block's last chunk the
+    // previous block's stage is released.
+    auto fragment_step = [&](int kb, int b, uint32_t(&abuf)[4][4]) {
+      auto& st = s.stages[ps.stage];
+      if (b == 0) ptx::mbarrier_wait_parity(&s.full[ps.stage], ps.phase);
+      // A chunk past N reads this warpgroup's first chunk instead (a select,
+      // not a branch: any branch here serializes the wgmmas, C7513); its
+      // products are never stored.
       const int c = b < chunks_active ? chunk_of<kPath, kBlocks, Config::kConsumers>(b, wg)
                                       : chunk_of<kPath, kBlocks, Config::kConsumers>(0, wg);
       const FragmentRef f = fragment_ref(st.w[c], t);
       dequant_fragment(*reinterpret_cast<const uint4*>(f.codes), *reinterpret_cast<const uint2*>(f.scales),
                        kScaleCodeMul, abuf);
+      const uint64_t desc = ptx::smem_desc_kmajor_sw128(st.x);
+      ptx::wgmma_fence();
+#pragma unroll
+      for (int step = 0; step < 4; ++step) {
+        // k16 step: +32 bytes along the swizzled row, i.e. +2 in desc units.
+        Mma::mma(acc[b], abuf[step], desc + 2 * step, kb > w.k_begin || step > 0);
+      }
+      ptx::wgmma_commit_group();
+      ptx::wgmma_wait_group<1>();
+      if (b == kBlocks - 1) release_previous();
     };
-    if constexpr (kBlocks == 2) {
-      // One commit group per K block holds both chunks' wgmmas, and the
-      // warpgroup waits for it before it dequantizes the next block: the
-      // two fragments' dequant chains interleave, and the other
-      // warpgroup's group keeps the tensor cores busy meanwhile.
-      for (int kb = w.k_begin; kb < w.k_end; ++kb) {
-        const auto& st = s.stages[ps.stage];
-        ptx::mbarrier_wait_parity(&s.full[ps.stage], ps.phase);
+    // Two fragment steps per iteration (static register buffers): two K
+    // blocks of one chunk, or one K block of two chunks.
+    constexpr int kKbPerIter = 2 / kBlocks;
+    static_assert(kBlocks == 1 || kBlocks == 2, "two A register buffers serve one or two chunks");
+    int kb = w.k_begin;
+    for (; kb + kKbPerIter <= w.k_end; kb += kKbPerIter) {
 #pragma unroll
-        for (int b = 0; b < 2; ++b) load_dequant(st, b, a[b]);
-        const uint64_t desc = ptx::smem_desc_kmajor_sw128(st.x);
-        mma_turn_begin<kBlockT>(wg);
-        ptx::wgmma_fence();
+      for (int j = 0; j < kKbPerIter; ++j)
 #pragma unroll
-        for (int b = 0; b < 2; ++b)
-#pragma unroll
-          for (int step = 0; step < 4; ++step) Mma::mma(acc[b], a[b][step], desc + 2 * step, kb > w.k_begin || step > 0);
-        ptx::wgmma_commit_group();
-        mma_turn_end<kBlockT>(wg);
-        ptx::wgmma_wait_group<0>();
-        release_previous();
-      }
-    } else {
-      // One fragment step: chunk b of K block kb into register buffer abuf,
-      // one commit group. The wait retires the previous group, so the
-      // buffer the next step fills is free; after a K block's last chunk
-      // the previous block's stage is released.
-      auto fragment_step = [&](int kb, int b, uint32_t(&abuf)[4][4]) {
-        auto& st = s.stages[ps.stage];
-        if (b == 0) ptx::mbarrier_wait_parity(&s.full[ps.stage], ps.phase);
-        // A chunk past N reads this warpgroup's first chunk instead (a
-        // select, not a branch: any branch here serializes the wgmmas,
-        // C7513); its products are never stored.
-        const int c = b < chunks_active ? chunk_of<kPath, kBlocks, Config::kConsumers>(b, wg)
-                                        : chunk_of<kPath, kBlocks, Config::kConsumers>(0, wg);
-        const FragmentRef f = fragment_ref(st.w[c], t);
-        dequant_fragment(*reinterpret_cast<const uint4*>(f.codes), *reinterpret_cast<const uint2*>(f.scales),
-                         kScaleCodeMul, abuf);
-        const uint64_t desc = ptx::smem_desc_kmajor_sw128(st.x);
-        ptx::wgmma_fence();
-#pragma unroll
-        for (int step = 0; step < 4; ++step) {
-          // k16 step: +32 bytes along the swizzled row, i.e. +2 in desc units.
-          Mma::mma(acc[b], abuf[step], desc + 2 * step, kb > w.k_begin || step > 0);
-        }
-        ptx::wgmma_commit_group();
-        ptx::wgmma_wait_group<1>();
-        if (b == kBlocks - 1) release_previous();
-      };
-      // Two fragment steps per iteration (static register buffers): two K
-      // blocks of one chunk.
-      static_assert(kBlocks == 1, "one or two chunks per consumer");
-      int kb = w.k_begin;
-      for (; kb + 2 <= w.k_end; kb += 2) {
-#pragma unroll
-        for (int j = 0; j < 2; ++j) fragment_step(kb + j, 0, a[j]);
-      }
-      if (kb < w.k_end) fragment_step(kb, 0, a[0]);  // odd K range
+        for (int b = 0; b < kBlocks; ++b) fragment_step(kb + j, b, a[j * kBlocks + b]);
     }
+    if (kb < w.k_end) fragment_step(kb, 0, a[0]);  // kBlocks == 1, odd K range
     ptx::wgmma_wait_group<0>();
 #pragma unroll
     for (int b = 0; b < kBlocks; ++b) ptx::wgmma_fence_operands(acc[b]);
   } else {
     // This warpgroup's chunks are all past N (N % 128 == 64 at the end of
-    // N): keep the pipeline bookkeeping and the turn order in step with the
-    // producer and the other warpgroups.
+    // N): keep the pipeline bookkeeping in step with the producer and the
+    // other warpgroups.
     for (int kb = w.k_begin; kb < w.k_end; ++kb) {
       ptx::mbarrier_wait_parity(&s.full[ps.stage], ps.phase);
       release_previous();
-    }
-    if constexpr (kBlocks == 2) {
-      for (int kb = w.k_begin; kb < w.k_end; ++kb) {
-        mma_turn_begin<kBlockT>(wg);
-        mma_turn_end<kBlockT>(wg);
-      }
     }
   }
   __syncwarp();
@@ -440,10 +386,6 @@ __device__ void consumer(const GemmParams& p, SharedStorage<kBlockT>& s, int wg,
   TileScheduler<kBlockT, Config::kChunks, Config::kTakeFromQueue> sched(p, s.ring, false);
   PipelineState ps;
   WorkTile w;
-  if constexpr (Config::kMmaTurns) {
-    static_assert(Config::kConsumers == 2, "turns alternate between two warpgroups");
-    if (wg == 1) ptx::named_barrier_arrive(kTurnBarrier, 256);
-  }
   while (sched.next_tile(w)) {
     // This warpgroup's chunks inside N (chunk_of). On the SwiGLU rows path
     // they are adjacent, and N % 128 == 0 makes their count 0 or 2.
@@ -463,9 +405,6 @@ __device__ void consumer(const GemmParams& p, SharedStorage<kBlockT>& s, int wg,
       if (w.tile_rows <= 64) mma_tile<64, kPath>(p, s, w, wg, t, chunks_active, ps);
       else mma_tile<128, kPath>(p, s, w, wg, t, chunks_active, ps);
     }
-  }
-  if constexpr (Config::kMmaTurns) {
-    if (wg == 0) ptx::named_barrier_sync(kTurnBarrier, 256);
   }
 }
 
