@@ -3,6 +3,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <vector>
 
 #include "cuda/check.hpp"
@@ -298,6 +299,10 @@ int32_t choose_block_rows(int64_t num_tokens, int64_t top_k, int64_t num_experts
   // Narrow tiles when the average expert gets at most 32 rows (decode and the
   // middle range): the MMA then never waits on wasted columns, and the kernel
   // keeps more weight bytes in flight. Wide tiles for prefill.
+  if (const char* env = std::getenv("NVFP4MOE_BLOCK_ROWS")) {  // experiments only
+    const int forced = std::atoi(env);
+    if (forced == kBlockTNarrow || forced == kBlockTWide) return forced;
+  }
   const int64_t avg_rows = (num_tokens * top_k + num_experts - 1) / std::max<int64_t>(num_experts, 1);
   return avg_rows <= kBlockTNarrow ? kBlockTNarrow : kBlockTWide;
 }

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Experiment only (not part of the library): the same bench cases with the
+# token tile forced narrow (NVFP4MOE_BLOCK_ROWS=32, tag "base") and wide
+# (NVFP4MOE_BLOCK_ROWS=128, tag "new"), alternating in one call on one build,
+# to place choose_block_rows' threshold. ab2json.py turns OUTDIR/ab.txt into a
+# results file (speedup = narrow time / wide time).
+#   [AB_REPS=2] bench/results/ncu/2026-11-30-block-rows-sweep.sh BUILD_DIR OUTDIR "bench args;bench args..."
+set -u
+bin=$1/nvfp4moe; out=$2; cases=$3; mkdir -p "$out"
+IFS=';' read -r -a list <<< "$cases"
+for rep in $(seq "${AB_REPS:-2}"); do
+  for tag in base new; do
+    rows=32; [ "$tag" = new ] && rows=128
+    for c in "${list[@]}"; do
+      # shellcheck disable=SC2086
+      NVFP4MOE_BLOCK_ROWS=$rows timeout 300 "$bin" bench --device cuda $c 2>/dev/null | grep -E "^\| [a-z]" |
+        grep -v "^| preset" |
+        awk -F'|' -v tag="$tag" '{printf "%-4s %s %s T=%s %s %s %s us\n", tag, $2, $3, $4, $5, $6, $7}' | tee -a "$out/ab.txt"
+    done
+  done
+done
+nvidia-smi --query-gpu=name,clocks.sm --format=csv >> "$out/ab.txt"
