@@ -296,15 +296,25 @@ Status Context::check_device_status(Stream stream) {
 }
 
 int32_t choose_block_rows(int64_t num_tokens, int64_t top_k, int64_t num_experts) {
-  // Narrow tiles when the average expert gets at most 32 rows (decode and the
-  // middle range): the MMA then never waits on wasted columns, and the kernel
-  // keeps more weight bytes in flight. Wide tiles for prefill.
+  // Narrow tiles while the average expert gets at most kNarrowMaxAvgRows
+  // rows (decode and the lower middle range): four dequantizing warpgroups
+  // per SM and no wasted columns. Wide tiles above: once a routed expert
+  // often has more than 32 rows, each such expert costs two or more narrow
+  // tiles, each streaming and dequantizing its weights again, against one
+  // wide tile of width 64 or 128. NOTES: the sweep at 946e15f
+  // (bench/results/2026-11-30-h200-946e15f-block-rows-sweep.json, both
+  // tiles forced on the same cases) found wide tiles 1.15-1.71x faster at 32
+  // rows per expert on every preset, op and routing; at 24 and 16, narrow
+  // tiles were up to 1.12x faster with uniform routing, wide ones up to
+  // 1.67x with Zipf(1.2). The host sees no routing, so the line sits where
+  // no case of the sweep lost against the earlier threshold of 32.
+  constexpr int64_t kNarrowMaxAvgRows = 24;
   if (const char* env = std::getenv("NVFP4MOE_BLOCK_ROWS")) {  // experiments only
     const int forced = std::atoi(env);
     if (forced == kBlockTNarrow || forced == kBlockTWide) return forced;
   }
   const int64_t avg_rows = (num_tokens * top_k + num_experts - 1) / std::max<int64_t>(num_experts, 1);
-  return avg_rows <= kBlockTNarrow ? kBlockTNarrow : kBlockTWide;
+  return avg_rows <= kNarrowMaxAvgRows ? kBlockTNarrow : kBlockTWide;
 }
 
 Status build_plan(Context& ctx, const int32_t* ids, int64_t num_tokens, int64_t top_k, int64_t num_experts,
