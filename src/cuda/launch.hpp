@@ -59,6 +59,7 @@ cudaError_t launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, size
 
 // Token-tile heights with a compiled kernel.
 inline constexpr int32_t kBlockTNarrow = 32;
+inline constexpr int32_t kBlockTMedium = 64;
 inline constexpr int32_t kBlockTWide = 128;
 
 // The grouped GEMM, and with p.k_splits > 1 the split-K reduction after it.

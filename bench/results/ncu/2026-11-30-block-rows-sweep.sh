@@ -2,15 +2,16 @@
 # Experiment only (not part of the library): the same bench cases with the
 # token tile forced narrow (NVFP4MOE_BLOCK_ROWS=32, tag "base") and wide
 # (NVFP4MOE_BLOCK_ROWS=128, tag "new"), alternating in one call on one build,
-# to place choose_block_rows' threshold. ab2json.py turns OUTDIR/ab.txt into a
-# results file (speedup = narrow time / wide time).
-#   [AB_REPS=2] bench/results/ncu/2026-11-30-block-rows-sweep.sh BUILD_DIR OUTDIR "bench args;bench args..."
+# to place choose_block_rows' threshold. SWEEP_MID=64 adds the medium tile as
+# tag "mid". ab2json.py turns OUTDIR/ab.txt into a results file (speedup =
+# narrow time / wide time).
+#   [AB_REPS=2] [SWEEP_MID=64] bench/results/ncu/2026-11-30-block-rows-sweep.sh BUILD_DIR OUTDIR "bench args;..."
 set -u
 bin=$1/nvfp4moe; out=$2; cases=$3; mkdir -p "$out"
 IFS=';' read -r -a list <<< "$cases"
 for rep in $(seq "${AB_REPS:-2}"); do
-  for tag in base new; do
-    rows=32; [ "$tag" = new ] && rows=128
+  for tag in base ${SWEEP_MID:+mid} new; do
+    case $tag in base) rows=32 ;; mid) rows=$SWEEP_MID ;; new) rows=128 ;; esac
     for c in "${list[@]}"; do
       # shellcheck disable=SC2086
       NVFP4MOE_BLOCK_ROWS=$rows timeout 300 "$bin" bench --device cuda $c 2>/dev/null | grep -E "^\| [a-z]" |

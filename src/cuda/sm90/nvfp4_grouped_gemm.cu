@@ -88,6 +88,7 @@ int32_t choose_k_splits(int64_t num_tokens, int64_t top_k, int64_t num_experts, 
 Status launch_grouped_gemm(const GemmParams& p, int32_t block_t, int num_sms, cudaStream_t stream) {
   switch (block_t) {
     case 32: return launch_sm90<32>(p, num_sms, stream);
+    case 64: return launch_sm90<64>(p, num_sms, stream);
     case 128: return launch_sm90<128>(p, num_sms, stream);
     default: return make_status(StatusCode::kInternal, "no grouped GEMM instance for a token tile of ", block_t);
   }

@@ -64,6 +64,14 @@ template <> struct TileConfig<32> {
   static constexpr int kChunks = kConsumers * kBlocks;
   static constexpr bool kTakeFromQueue = false;  // scheduler.cuh
 };
+// Medium: the narrow tile's four dequantizing warpgroups at twice its width,
+// for experts of 33-64 rows, which would otherwise take two narrow tiles or
+// one wide tile dequantized by two warpgroups.
+template <> struct TileConfig<64> {
+  static constexpr int kConsumers = 4, kBlocks = 1, kStages = 9, kProducerRegs = 56, kConsumerRegs = 104;
+  static constexpr int kChunks = kConsumers * kBlocks;
+  static constexpr bool kTakeFromQueue = false;
+};
 // NOTES: at 40 registers the producer spills 20 bytes, in the per-tile
 // set-up only (SASS), not in the K loop. Two chunks per consumer: the
 // ablation at 44991fd (perf.md) put 28-39% of the 128 x 128 tile's time on
@@ -118,7 +126,7 @@ constexpr bool register_budget_fits() {
   return kProducerThreads * C::kProducerRegs + 128 * C::kConsumers * C::kConsumerRegs <=
          threads<kBlockT>() * launch_register_cap(threads<kBlockT>());
 }
-static_assert(register_budget_fits<32>() && register_budget_fits<128>(),
+static_assert(register_budget_fits<32>() && register_budget_fits<64>() && register_budget_fits<128>(),
               "setmaxnreg requests exceed the CTA's launch register allocation: the kernel would hang");
 
 template <int kBlockT>
@@ -127,7 +135,8 @@ constexpr size_t smem_bytes() {
 }
 // sm_90's opt-in dynamic shared memory limit per block.
 inline constexpr size_t kMaxSmemPerBlock = 227 * 1024;
-static_assert(smem_bytes<32>() <= kMaxSmemPerBlock && smem_bytes<128>() <= kMaxSmemPerBlock,
+static_assert(smem_bytes<32>() <= kMaxSmemPerBlock && smem_bytes<64>() <= kMaxSmemPerBlock &&
+                  smem_bytes<128>() <= kMaxSmemPerBlock,
               "pipeline stages exceed the shared memory of an SM");
 
 // The activation gather: kThreadsPerRow threads per 128-byte row, each
@@ -401,6 +410,8 @@ __device__ void consumer(const GemmParams& p, SharedStorage<kBlockT>& s, int wg,
     // wgmmas for lack of registers (C7512).
     if (w.tile_rows <= kMinMmaWidth) {
       mma_tile<32, kPath>(p, s, w, wg, t, chunks_active, ps);
+    } else if constexpr (kBlockT == 64) {
+      mma_tile<64, kPath>(p, s, w, wg, t, chunks_active, ps);
     } else if constexpr (kBlockT >= 128) {
       if (w.tile_rows <= 64) mma_tile<64, kPath>(p, s, w, wg, t, chunks_active, ps);
       else mma_tile<128, kPath>(p, s, w, wg, t, chunks_active, ps);
