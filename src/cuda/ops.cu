@@ -296,25 +296,29 @@ Status Context::check_device_status(Stream stream) {
 }
 
 int32_t choose_block_rows(int64_t num_tokens, int64_t top_k, int64_t num_experts) {
-  // Narrow tiles while the average expert gets at most kNarrowMaxAvgRows
-  // rows (decode and the lower middle range): four dequantizing warpgroups
-  // per SM and no wasted columns. Wide tiles above: once a routed expert
-  // often has more than 32 rows, each such expert costs two or more narrow
-  // tiles, each streaming and dequantizing its weights again, against one
-  // wide tile of width 64 or 128. NOTES: the sweep at 946e15f
-  // (bench/results/2026-11-30-h200-946e15f-block-rows-sweep.json, both
-  // tiles forced on the same cases) found wide tiles 1.15-1.71x faster at 32
-  // rows per expert on every preset, op and routing; at 24 and 16, narrow
-  // tiles were up to 1.12x faster with uniform routing, wide ones up to
-  // 1.67x with Zipf(1.2). The host sees no routing, so the line sits where
-  // no case of the sweep lost against the earlier threshold of 32.
-  constexpr int64_t kNarrowMaxAvgRows = 24;
+  // By the average rows per routed expert: narrow tiles (32 tokens) up to
+  // 8, where few tiles exist and only the narrow tile splits K; the medium
+  // tile (64 tokens, the narrow tile's four dequantizing warpgroups) up to
+  // 24; wide tiles (128 tokens, two warpgroups of two chunks) above.
+  // NOTES: sweeps forcing each tile on the same cases in one call
+  // (bench/results/2026-11-30-h200-946e15f-block-rows-sweep.json,
+  // ...-5a02f83-block-rows-sweep-8-20.json and -24-64.json). Medium against
+  // narrow: 0.98-1.05x with uniform routing at 8-20 rows, 1.00-1.77x with
+  // Zipf(1.2) at 12-20 (an expert of 33-64 rows takes one medium tile
+  // instead of two narrow ones, each streaming its weights). Wide against
+  // medium: 0.85-0.94x with uniform routing at 24 rows, 0.93-0.98x at 32,
+  // but up to 1.39x with Zipf from 24 (mixtral's top expert), and 1.15-1.71x
+  // against the narrow tile the old rule chose at 32. The host sees no
+  // routing: each line sits where the larger tile costs uniform routing
+  // under ~8% and gains more than that on skewed routing.
+  constexpr int64_t kNarrowMaxAvgRows = 8, kMediumMaxAvgRows = 24;
   if (const char* env = std::getenv("NVFP4MOE_BLOCK_ROWS")) {  // experiments only
     const int forced = std::atoi(env);
     if (forced == kBlockTNarrow || forced == kBlockTMedium || forced == kBlockTWide) return forced;
   }
   const int64_t avg_rows = (num_tokens * top_k + num_experts - 1) / std::max<int64_t>(num_experts, 1);
-  return avg_rows <= kNarrowMaxAvgRows ? kBlockTNarrow : kBlockTWide;
+  if (avg_rows <= kNarrowMaxAvgRows) return kBlockTNarrow;
+  return avg_rows <= kMediumMaxAvgRows ? kBlockTMedium : kBlockTWide;
 }
 
 Status build_plan(Context& ctx, const int32_t* ids, int64_t num_tokens, int64_t top_k, int64_t num_experts,

@@ -170,11 +170,12 @@ TEST_F(GpuMoeLayer, SwiGLURowsEpilogueEqualsTheF32Path) {
 
 // A NaN in one token's activations reaches that token's whole output row and
 // no other, under both activations, fused and unfused, on the weight
-// streamer (T = 2) and the narrow and wide tiles (T = 40, 300). gpt-oss's
-// clamps once turned a NaN gate or up into the limit, a finite output.
+// streamer (T = 2) and the narrow, medium and wide tiles (T = 24, 40, 300).
+// gpt-oss's clamps once turned a NaN gate or up into the limit, a finite
+// output.
 TEST_F(GpuMoeLayer, NaNInputReachesItsRowOnly) {
   for (const Activation act : {Activation::kSwiGLU, Activation::kSwiGLUOai}) {
-    for (const int64_t T : {int64_t(2), int64_t(40), int64_t(300)}) {
+    for (const int64_t T : {int64_t(2), int64_t(24), int64_t(40), int64_t(300)}) {
       const LayerCase c{8, 256, 192, T, 2, true, act};
       std::mt19937_64 rng(test_seed() + uint64_t(T));
       Built b = build(rng, c);

@@ -226,10 +226,10 @@ TEST_F(GpuMulMatId, WideTileEndsInsideN) {
 
 // The BF16 rows epilogue rounds the same scaled F32 accumulator once, as the
 // F32 tile path does (NVFP4MOE_F32_EPILOGUE=1): BF16 outputs equal bit for
-// bit, on narrow (T = 40) and wide (T = 400) tiles, N filling the last wide
-// tile or ending inside it.
+// bit, on narrow (T = 16), medium (T = 40) and wide (T = 400) tiles, N
+// filling the last wide tile or ending inside it.
 TEST_F(GpuMulMatId, Bf16RowsEpilogueEqualsTheF32Path) {
-  for (const int64_t T : {int64_t(40), int64_t(400)})
+  for (const int64_t T : {int64_t(16), int64_t(40), int64_t(400)})
     for (const int64_t N : {int64_t(256), int64_t(320)}) {
       const Case c{4, N, 256, T, 2, false, DType::kF32, DType::kBF16};
       std::mt19937_64 rng(test_seed() + uint64_t(T * N));
@@ -289,12 +289,13 @@ TEST_F(GpuMulMatId, RaggedRouting) {
 }
 
 // compact and rect cut the same tiles, so every output bit must agree; and
-// the same input must give the same bits on every run. T = 700 runs the
-// compact grid of one CTA per item, T = 8192 its persistent grid with the
-// tile queue (compact_grid_ctas, launch.hpp).
+// the same input must give the same bits on every run. T = 33 runs narrow
+// tiles, 160 medium ones; T = 700 runs the compact grid of one CTA per item,
+// T = 8192 its persistent grid with the tile queue (compact_grid_ctas,
+// launch.hpp).
 TEST_F(GpuMulMatId, SchedulesBitIdenticalAndDeterministic) {
   std::mt19937_64 rng(test_seed());
-  for (int64_t T : {1, 33, 700, 8192}) {
+  for (int64_t T : {1, 33, 160, 700, 8192}) {
     const int64_t E = 32, N = 384, K = 1024, k = 4;
     const int64_t items = cuda::compact_items_bound(T * k, E, cuda::kBlockTWide, 2, 1);
     if (T == 700) ASSERT_EQ(items, cuda::compact_grid_ctas(items, ctx->num_sms()));

@@ -18,9 +18,10 @@
 // ("swap AB"), so a tile can be as narrow as the routed rows need.
 // Configurations (TileConfig): kBlockT = 128 (prefill) runs 2 consumers of
 // 2 chunks each, a 256 x 128 tile: every activation byte fetched feeds twice
-// the MMAs of a 128-row tile. kBlockT = 32 (decode, middle) runs 4 consumers
-// of one chunk, so more warps dequantize and stream weights per SM, and may
-// split K (k_splits) when there are too few tiles to fill the GPU.
+// the MMAs of a 128-row tile. kBlockT = 32 (small batches) and 64 (middle)
+// run 4 consumers of one chunk, so more warps dequantize and stream weights
+// per SM; the 32-token tile may split K (k_splits) when there are too few
+// tiles to fill the GPU. choose_block_rows (ops.cu) picks the tile.
 // Epilogue (epilogue.cuh), one kernel per EpiloguePath: accumulators ->
 // alpha -> shared memory, transposed -> vector stores; F32 in one pass per
 // chunk of each consumer, or BF16 rows in one pass (stmatrix), or, for the
