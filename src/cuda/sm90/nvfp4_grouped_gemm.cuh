@@ -67,12 +67,9 @@ template <> struct TileConfig<32> {
 };
 // Medium: the narrow tile's four dequantizing warpgroups at twice its width,
 // for experts of 33-64 rows, which would otherwise take two narrow tiles or
-// one wide tile dequantized by two warpgroups. NOTES: with a 32-wide path
-// beside the 64-wide one, or at 104 consumer registers, ptxas serializes
-// the wgmmas (C7512); one width at 112 registers (the producer at 32, no
-// spill in its loop) keeps them asynchronous.
+// one wide tile dequantized by two warpgroups.
 template <> struct TileConfig<64> {
-  static constexpr int kConsumers = 4, kBlocks = 1, kStages = 9, kProducerRegs = 32, kConsumerRegs = 112;
+  static constexpr int kConsumers = 4, kBlocks = 1, kStages = 9, kProducerRegs = 56, kConsumerRegs = 104;
   static constexpr int kChunks = kConsumers * kBlocks;
   static constexpr bool kTakeFromQueue = false;
 };
@@ -180,7 +177,7 @@ __device__ void producer(const GemmParams& p, SharedStorage<kBlockT>& s, int t) 
       const int64_t xr = row < w.num_rows ? map_row(p.x_map, p.sorted_src, p.top_k, w.row_begin + row) : 0;
       src[i] = p.x + xr * p.x_stride + piece0 * 8;
     }
-    const int width = kBlockT == 64 ? 64 : max(w.tile_rows, kMinMmaWidth);  // the consumers' wgmma width
+    const int width = max(w.tile_rows, kMinMmaWidth);
     const int nb0 = kChunks * w.n_tile;
     const int chunks = min(kChunks, n_blocks - nb0);
     const uint8_t* w0 = p.w_packed + (int64_t(w.expert) * n_blocks + nb0) * k_blocks * kSm90ChunkBytes;
@@ -412,10 +409,10 @@ __device__ void consumer(const GemmParams& p, SharedStorage<kBlockT>& s, int wg,
     // schedules, so outputs stay bit-identical. NOTES: the narrowest is 32;
     // adding a 16-wide path to the 128 kernel makes ptxas serialize its
     // wgmmas for lack of registers (C7512).
-    if constexpr (kBlockT == 64) {
-      mma_tile<64, kPath>(p, s, w, wg, t, chunks_active, ps);  // one width: TileConfig<64>
-    } else if (w.tile_rows <= kMinMmaWidth) {
+    if (w.tile_rows <= kMinMmaWidth) {
       mma_tile<32, kPath>(p, s, w, wg, t, chunks_active, ps);
+    } else if constexpr (kBlockT == 64) {
+      mma_tile<64, kPath>(p, s, w, wg, t, chunks_active, ps);
     } else if constexpr (kBlockT >= 128) {
       if (w.tile_rows <= 64) mma_tile<64, kPath>(p, s, w, wg, t, chunks_active, ps);
       else mma_tile<128, kPath>(p, s, w, wg, t, chunks_active, ps);
