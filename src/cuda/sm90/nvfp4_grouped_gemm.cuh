@@ -67,7 +67,10 @@ template <> struct TileConfig<32> {
 };
 // Medium: the narrow tile's four dequantizing warpgroups at twice its width,
 // for experts of 33-64 rows, which would otherwise take two narrow tiles or
-// one wide tile dequantized by two warpgroups.
+// one wide tile dequantized by two warpgroups. NOTES: ptxas serializes its
+// wgmmas (C7512, the 32- and 64-wide paths at 104 registers); one 64-wide
+// path at 112 registers compiles unserialized but ran 0.86-0.97x (A/B at
+// a798b70): small tiles then pay for 64 columns.
 template <> struct TileConfig<64> {
   static constexpr int kConsumers = 4, kBlocks = 1, kStages = 9, kProducerRegs = 56, kConsumerRegs = 104;
   static constexpr int kChunks = kConsumers * kBlocks;
