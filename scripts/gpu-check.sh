@@ -9,6 +9,7 @@
 # when python3 has torch, with the ratios).
 # NVFP4MOE_NCU="bench args[;bench args...]" also profiles the GEMM kernel of
 # each case with Nsight Compute into ncu.txt (details and hottest SASS lines).
+# NVFP4MOE_SKIP_SANITIZER=1 and NVFP4MOE_SKIP_TESTS=1 leave those steps out.
 # Needs .deps/*.deb from scripts/fetch-gpu-deps.sh (carried with the call).
 set -uo pipefail
 out=${1:?usage: scripts/gpu-check.sh OUTDIR [bench args...]}
@@ -51,11 +52,18 @@ fi
 step "tests"
 # CPU suites through CTest; the GPU suite directly, so its NMSE lines are kept.
 # Hard time limits: a hung kernel must not eat the lease.
-(cd build-gpu && ctest --output-on-failure -j 8 --timeout 300 -LE gpu) > "$out/tests.log" 2>&1
-cpu_rc=$?
-timeout ${NVFP4MOE_GPU_TEST_TIMEOUT:-240} build-gpu/tests/nvfp4moe_gpu_tests >> "$out/tests.log" 2>&1
-gpu_rc=$?
-tests_rc=$(( cpu_rc != 0 || gpu_rc != 0 ))
+# NVFP4MOE_SKIP_TESTS=1: a second bench run on a tree already tested in the
+# same call (tests_rc is then recorded as -1, "not run").
+if [ "${NVFP4MOE_SKIP_TESTS:-0}" = 1 ]; then
+  echo "tests skipped (NVFP4MOE_SKIP_TESTS=1)" > "$out/tests.log"
+  tests_rc=-1
+else
+  (cd build-gpu && ctest --output-on-failure -j 8 --timeout 300 -LE gpu) > "$out/tests.log" 2>&1
+  cpu_rc=$?
+  timeout ${NVFP4MOE_GPU_TEST_TIMEOUT:-240} build-gpu/tests/nvfp4moe_gpu_tests >> "$out/tests.log" 2>&1
+  gpu_rc=$?
+  tests_rc=$(( cpu_rc != 0 || gpu_rc != 0 ))
+fi
 grep -E "tests passed|tests failed|\*\*\*Failed|^\[  (PASSED|FAILED)|tests ran" "$out/tests.log" | tail -n 15
 
 step "compute-sanitizer"
@@ -183,4 +191,4 @@ print("results.json written: cpu", rec["cpu_tests"], "gpu", rec["gpu_tests"], "s
 PY
 # Their records are inside results.json; fewer files come back from the GPU machine.
 rm -f "$out/bench.json" "$out/bench-unfused.json" "$out/peers.json"
-[ $tests_rc -eq 0 ] && [ $san_rc -eq 0 ] && [ $bench_rc -eq 0 ] && [ $peer_rc -eq 0 ]
+[ $tests_rc -le 0 ] && [ $san_rc -eq 0 ] && [ $bench_rc -eq 0 ] && [ $peer_rc -eq 0 ]
