@@ -67,9 +67,7 @@ inline constexpr int32_t kBlockTWide = 128;
 // combine with their predecessors (a wait at the GEMM's start) measured
 // 0.97-1.01x at T = 16-2048 (A/B at 2667b03 and 6a7ef2e): only the launch
 // latency can overlap, as a GEMM CTA fills its SM.
-// jobs_bound: at most this many jobs exist (default: max_jobs of the plan).
-Status launch_grouped_gemm(const GemmParams& p, int32_t block_t, int num_sms, cudaStream_t stream,
-                           int64_t jobs_bound = -1);
+Status launch_grouped_gemm(const GemmParams& p, int32_t block_t, int num_sms, cudaStream_t stream);
 Status launch_reduce_split_k(const GemmParams& p, int num_sms, cudaStream_t stream);
 
 // Host policy: the compact schedule's grid. At most max_jobs() jobs exist
@@ -168,12 +166,6 @@ Status launch_weight_streamer(const GemmParams& p, int num_sms, cudaStream_t str
 
 Status launch_build_plan(const int32_t* ids, int64_t num_tokens, int64_t top_k, int64_t num_experts,
                          int32_t block_rows, const DevicePlan& plan, cudaStream_t stream);
-
-// The job classes of a wide plan: its jobs whose tile is at most
-// small_max_rows rows to `small`, the others to `large`, each in plan order;
-// class_counts = {large, small}. One CTA.
-Status launch_split_job_classes(const ExpertJob* jobs, const int32_t* num_jobs, int32_t small_max_rows,
-                                ExpertJob* large, ExpertJob* small, int32_t* class_counts, cudaStream_t stream);
 
 // x (F32) -> BF16, n elements.
 Status launch_f32_to_bf16(const float* x, uint16_t* y, int64_t n, cudaStream_t stream);

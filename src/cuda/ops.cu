@@ -179,9 +179,6 @@ struct Context::Impl {
   // Plan storage, sized for cap_pairs routed rows and cap_experts experts.
   int64_t cap_pairs = -1, cap_experts = -1;
   DeviceBuffer counts, offsets, sorted_src, inverse, jobs, scalars;  // scalars: num_jobs, max_count, status
-  // The job classes of a wide plan (split_plan_jobs): its large and small
-  // jobs, and their counts.
-  DeviceBuffer jobs_large, jobs_small, class_counts;
   // The plan kernel's scratch: grid_sync holds the GridBarrier (zeroed once)
   // and then one first-bad word per CTA; cta_counts one row per CTA. Up to
   // num_sms CTAs (plan_grid_ctas).
@@ -232,9 +229,6 @@ struct Context::Impl {
     NVFP4MOE_RETURN_IF_ERROR(grow(&sorted_src, sizeof(int32_t) * pairs, stream, "plan.sorted_src"));
     NVFP4MOE_RETURN_IF_ERROR(grow(&inverse, sizeof(int32_t) * pairs, stream, "plan.inverse"));
     NVFP4MOE_RETURN_IF_ERROR(grow(&jobs, jobs_bytes, stream, "plan.jobs"));
-    NVFP4MOE_RETURN_IF_ERROR(grow(&jobs_large, jobs_bytes, stream, "plan.jobs_large"));
-    NVFP4MOE_RETURN_IF_ERROR(grow(&jobs_small, jobs_bytes, stream, "plan.jobs_small"));
-    NVFP4MOE_RETURN_IF_ERROR(grow(&class_counts, sizeof(int32_t) * 2, stream, "plan.class_counts"));
     NVFP4MOE_RETURN_IF_ERROR(grow(&scalars, sizeof(int32_t) * 8, stream, "plan.scalars"));
     NVFP4MOE_RETURN_IF_ERROR(
         grow(&cta_counts, sizeof(int32_t) * size_t(num_sms) * plan_counts_stride(experts), stream, "plan.cta_counts"));
@@ -430,37 +424,6 @@ Status gemm_params(Context::Impl& m, const DeviceExpertWeights& w, Schedule sche
   return ok_status();
 }
 
-// Experiment (NVFP4MOE_SMALL_TILES=1): a wide plan's jobs of at most 32
-// rows (an expert's last rows, or a whole small expert) run in a second
-// launch, on the narrow kernel's four dequantizing warpgroups, instead of
-// the wide kernel's two. Compact schedule only.
-bool small_jobs_split(int32_t block_t, Schedule schedule) {
-  const char* env = std::getenv("NVFP4MOE_SMALL_TILES");
-  return env && env[0] == '1' && block_t == kBlockTWide && schedule == Schedule::kCompact;
-}
-
-Status split_plan_jobs(Context::Impl& m, cudaStream_t stream) {
-  const DevicePlan d = m.plan();
-  return launch_split_job_classes(d.jobs, d.num_jobs, kBlockTNarrow, m.jobs_large.as<ExpertJob>(),
-                                  m.jobs_small.as<ExpertJob>(), m.class_counts.as<int32_t>(), stream);
-}
-
-// The grouped GEMM over the plan's jobs, or over its two job classes.
-Status launch_plan_gemm(Context::Impl& m, const GemmParams& p, int32_t block_t, bool split, cudaStream_t stream) {
-  if (!split) return launch_grouped_gemm(p, block_t, m.num_sms, stream);
-  GemmParams large = p, small = p;
-  large.jobs = m.jobs_large.as<ExpertJob>();
-  large.num_jobs = m.class_counts.as<int32_t>();
-  NVFP4MOE_RETURN_IF_ERROR(launch_grouped_gemm(large, block_t, m.num_sms, stream));
-  small.jobs = m.jobs_small.as<ExpertJob>();
-  small.num_jobs = m.class_counts.as<int32_t>() + 1;
-  small.k_splits = 1;
-  small.partial = nullptr;
-  // At most one small job per expert (its last rows).
-  return launch_grouped_gemm(small, kBlockTNarrow, m.num_sms, stream,
-                             std::min<int64_t>(p.num_experts, p.sorted_rows));
-}
-
 // Params of the weight streamer: no plan, the kernel reads the ids and
 // writes the plan's status word. F32 activations are read as they are.
 Status streamer_params(Context::Impl& m, const DeviceExpertWeights& w, const int32_t* ids, int64_t num_tokens,
@@ -522,8 +485,6 @@ Status mul_mat_id(Context& ctx, const CudaMulMatIdArgs& a, Stream stream) {
   }
   const int32_t block_t = choose_block_rows(a.num_tokens, a.top_k, w.num_experts);
   NVFP4MOE_RETURN_IF_ERROR(build_plan(ctx, a.ids, a.num_tokens, a.top_k, w.num_experts, block_t, stream));
-  const bool split = small_jobs_split(block_t, a.schedule);
-  if (split) NVFP4MOE_RETURN_IF_ERROR(split_plan_jobs(m, stream));
   const int64_t x_rows = a.x_per_slot ? a.num_tokens * a.top_k : a.num_tokens;
   const uint16_t* x = nullptr;
   NVFP4MOE_RETURN_IF_ERROR(activations_bf16(m, a.x, a.x_dtype, x_rows * w.cols, stream, &x));
@@ -536,7 +497,7 @@ Status mul_mat_id(Context& ctx, const CudaMulMatIdArgs& a, Stream stream) {
   p.y_dtype = a.y_dtype;
   p.y_stride = w.rows;
   p.y_map = RowMap::kPair;
-  return launch_plan_gemm(m, p, block_t, split, stream);
+  return launch_grouped_gemm(p, block_t, m.num_sms, stream);
 }
 
 Status moe_layer(Context& ctx, const CudaMoeLayerArgs& a, Stream stream) {
@@ -590,8 +551,6 @@ Status moe_layer(Context& ctx, const CudaMoeLayerArgs& a, Stream stream) {
   }
   const int32_t block_t = choose_block_rows(T, k, L.num_experts);
   NVFP4MOE_RETURN_IF_ERROR(build_plan(ctx, a.ids, T, k, L.num_experts, block_t, stream));
-  const bool split = !a.unfused && small_jobs_split(block_t, a.schedule);
-  if (split) NVFP4MOE_RETURN_IF_ERROR(split_plan_jobs(m, stream));
   const uint16_t* x = nullptr;
   NVFP4MOE_RETURN_IF_ERROR(activations_bf16(m, a.x, a.x_dtype, T * H, stream, &x));
 
@@ -617,10 +576,10 @@ Status moe_layer(Context& ctx, const CudaMoeLayerArgs& a, Stream stream) {
     gu.y_map = RowMap::kCompact;
     gu.epilogue = EpilogueKind::kSwiGLU;
     gu.act = L.act;
-    NVFP4MOE_RETURN_IF_ERROR(launch_plan_gemm(m, gu, block_t, split, stream));
+    NVFP4MOE_RETURN_IF_ERROR(launch_grouped_gemm(gu, block_t, m.num_sms, stream));
     down.x_map = RowMap::kCompact;
     down.route_w = a.route_weights;
-    NVFP4MOE_RETURN_IF_ERROR(launch_plan_gemm(m, down, block_t, split, stream));
+    NVFP4MOE_RETURN_IF_ERROR(launch_grouped_gemm(down, block_t, m.num_sms, stream));
   } else {
     NVFP4MOE_RETURN_IF_ERROR(m.grow(&m.gu_f32, sizeof(float) * pairs * 2 * F, stream, "gu_f32"));
     gu.alpha = gu.alpha_up = nullptr;

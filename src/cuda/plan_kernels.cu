@@ -357,55 +357,6 @@ __global__ void __launch_bounds__(kPlanThreads, 1)
   }
 }
 
-namespace {
-
-// One CTA, stable: walks the jobs in blocks of its threads; a ballot and a
-// scan over the warps' counts place each job in its class list.
-__global__ void split_job_classes_kernel(const ExpertJob* jobs, const int32_t* num_jobs, int32_t small_max_rows,
-                                         ExpertJob* large, ExpertJob* small, int32_t* class_counts) {
-  __shared__ int32_t warp_small[kPlanWarps];
-  const int lane = int(threadIdx.x % 32), warp = int(threadIdx.x / 32);
-  const uint32_t lanes_below = (1u << lane) - 1u;
-  const int32_t n = *num_jobs;
-  int32_t num_large = 0, num_small = 0;
-  for (int32_t b = 0; b < n; b += kPlanThreads) {
-    const int32_t j = b + int32_t(threadIdx.x);
-    const bool valid = j < n;
-    ExpertJob job{};
-    if (valid) job = jobs[j];
-    const bool is_small = valid && job.tile_rows <= small_max_rows;
-    const uint32_t ball = __ballot_sync(kFullMask, is_small);
-    if (lane == 0) warp_small[warp] = __popc(ball);
-    __syncthreads();
-    int32_t before = 0, in_block = 0;
-    for (int w = 0; w < kPlanWarps; ++w) {
-      const int32_t c = warp_small[w];
-      before += w < warp ? c : 0;
-      in_block += c;
-    }
-    __syncthreads();  // warp_small is rewritten by the next block
-    const int32_t small_rank = before + __popc(ball & lanes_below);
-    if (is_small) small[num_small + small_rank] = job;
-    else if (valid) large[num_large + int32_t(threadIdx.x) - small_rank] = job;
-    num_small += in_block;
-    num_large += min(kPlanThreads, n - b) - in_block;
-  }
-  if (threadIdx.x == 0) {
-    class_counts[0] = num_large;
-    class_counts[1] = num_small;
-  }
-}
-
-}  // namespace
-
-Status launch_split_job_classes(const ExpertJob* jobs, const int32_t* num_jobs, int32_t small_max_rows,
-                                ExpertJob* large, ExpertJob* small, int32_t* class_counts, cudaStream_t stream) {
-  split_job_classes_kernel<<<1, kPlanThreads, 0, stream>>>(jobs, num_jobs, small_max_rows, large, small,
-                                                           class_counts);
-  NVFP4MOE_CUDA_CHECK_LAUNCH("split_job_classes_kernel");
-  return ok_status();
-}
-
 Status launch_build_plan(const int32_t* ids, int64_t num_tokens, int64_t top_k, int64_t num_experts,
                          int32_t block_rows, const DevicePlan& plan, cudaStream_t stream) {
   // One thread per expert in the scans over experts.

@@ -31,7 +31,7 @@ auto kernel_for(const GemmParams& p) {
 }
 
 template <int kBlockT>
-Status launch_sm90(const GemmParams& p, int num_sms, cudaStream_t stream, int64_t jobs_bound) {
+Status launch_sm90(const GemmParams& p, int num_sms, cudaStream_t stream) {
   auto kernel = kernel_for<kBlockT>(p);
   constexpr size_t smem = sm90::smem_bytes<kBlockT>();
   constexpr int kChunks = sm90::TileConfig<kBlockT>::kChunks;
@@ -41,15 +41,8 @@ Status launch_sm90(const GemmParams& p, int num_sms, cudaStream_t stream, int64_
   if (p.schedule == Schedule::kRect) {
     grid = int64_t(p.num_experts) * p.rect_tiles_per_expert * p.n_tiles(kChunks) * p.k_splits;
   } else {
-    const int64_t items = jobs_bound >= 0 ? jobs_bound * p.n_tiles(kChunks) * p.k_splits
-                                          : compact_items_bound(p.sorted_rows, p.num_experts, kBlockT,
-                                                                p.n_tiles(kChunks), p.k_splits);
+    const int64_t items = compact_items_bound(p.sorted_rows, p.num_experts, kBlockT, p.n_tiles(kChunks), p.k_splits);
     grid = compact_grid_ctas(items, num_sms);
-    // Experiment: NVFP4MOE_ONE_SHOT_MIN_K_BLOCKS=n gives tiles of at least n
-    // K blocks one CTA per item bound at any grid size.
-    if (const char* env = std::getenv("NVFP4MOE_ONE_SHOT_MIN_K_BLOCKS"); env && std::atoi(env) > 0 &&
-        p.k / 64 >= std::atoi(env) && items <= INT32_MAX)
-      grid = items;
     q.one_cta_per_item = grid == items;
   }
   if (grid <= 0) return ok_status();
@@ -92,12 +85,11 @@ int32_t choose_k_splits(int64_t num_tokens, int64_t top_k, int64_t num_experts, 
   return without_empty_split(std::max<int64_t>(splits, 1));
 }
 
-Status launch_grouped_gemm(const GemmParams& p, int32_t block_t, int num_sms, cudaStream_t stream,
-                           int64_t jobs_bound) {
+Status launch_grouped_gemm(const GemmParams& p, int32_t block_t, int num_sms, cudaStream_t stream) {
   switch (block_t) {
-    case 32: return launch_sm90<32>(p, num_sms, stream, jobs_bound);
-    case 64: return launch_sm90<64>(p, num_sms, stream, jobs_bound);
-    case 128: return launch_sm90<128>(p, num_sms, stream, jobs_bound);
+    case 32: return launch_sm90<32>(p, num_sms, stream);
+    case 64: return launch_sm90<64>(p, num_sms, stream);
+    case 128: return launch_sm90<128>(p, num_sms, stream);
     default: return make_status(StatusCode::kInternal, "no grouped GEMM instance for a token tile of ", block_t);
   }
 }
