@@ -43,10 +43,6 @@ Status launch_sm90(const GemmParams& p, int num_sms, cudaStream_t stream) {
   } else {
     const int64_t items = compact_items_bound(p.sorted_rows, p.num_experts, kBlockT, p.n_tiles(kChunks), p.k_splits);
     grid = compact_grid_ctas(items, num_sms);
-    // Experiment: NVFP4MOE_COMPACT_ONE_SHOT=1 gives every compact grid one
-    // CTA per item bound (the hardware hands out items, as in rect).
-    if (const char* env = std::getenv("NVFP4MOE_COMPACT_ONE_SHOT"); env && env[0] == '1' && items <= INT32_MAX)
-      grid = items;
     q.one_cta_per_item = grid == items;
   }
   if (grid <= 0) return ok_status();
