@@ -74,7 +74,7 @@ template <> struct TileConfig<32> {
 template <> struct TileConfig<64> {
   static constexpr int kConsumers = 4, kBlocks = 1, kStages = 9, kProducerRegs = 56, kConsumerRegs = 104;
   static constexpr int kChunks = kConsumers * kBlocks;
-  static constexpr bool kTakeFromQueue = true;  // experiment: Zipf tiles of unequal width (64 and <= 32)
+  static constexpr bool kTakeFromQueue = false;
 };
 // NOTES: at 40 registers the producer spills 20 bytes, in the per-tile
 // set-up only (SASS), not in the K loop. Two chunks per consumer: the
