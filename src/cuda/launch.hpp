@@ -140,16 +140,8 @@ inline constexpr size_t kStreamTwoCtaBytes = 96 * 1024;
 inline constexpr size_t kStreamOneCtaBytes = 212 * 1024;
 size_t weight_streamer_staged_bytes(int64_t num_tokens, int64_t k);
 int weight_streamer_stages(size_t staged_bytes, int64_t grid_ctas, int num_sms);
-// Experiment: NVFP4MOE_STREAM_MAX_TOKENS=n (1..kStreamKernelMaxTokens) moves the cut.
-inline int32_t stream_max_tokens() {
-  if (const char* env = std::getenv("NVFP4MOE_STREAM_MAX_TOKENS")) {
-    const int n = std::atoi(env);
-    if (n >= 1 && n <= kStreamKernelMaxTokens) return n;
-  }
-  return kStreamMaxTokens;
-}
 inline bool use_weight_streamer(int64_t num_tokens, int64_t k) {
-  return num_tokens >= 1 && num_tokens <= stream_max_tokens() &&
+  return num_tokens >= 1 && num_tokens <= kStreamMaxTokens &&
          weight_streamer_staged_bytes(num_tokens, k) <= kStreamMaxStagedBytes;
 }
 // Its grid: 64-row blocks of N (128-row gate/up pairs with SwiGLU) x pairs.
