@@ -17,18 +17,26 @@ def geomean(xs):
     return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else None
 
 
-def main():
-    src, out, base, new, date, command, note = sys.argv[1:8]
-    mid = sys.argv[8] if len(sys.argv) > 8 else None
-    commits = {"base": base, "mid": mid, "new": new}
+def read_ab(src):
+    """The records of an ab.txt (tag, preset, op, tokens, routing, schedule, us) and the GPU line."""
     recs, gpu = [], None
     for line in open(src):
         m = re.match(r"(\w+)\s+(\S+)\s+(\S+)\s+T=\s*(\d+)\s+(\S+)\s+(\S+)\s+([\d.]+)\s+us", line)
         if m:
-            recs.append({"build": m[1], "commit": commits[m[1]], "preset": m[2], "op": m[3], "tokens": int(m[4]),
-                         "routing": m[5], "schedule": m[6], "us": float(m[7])})
+            recs.append({"build": m[1], "preset": m[2], "op": m[3], "tokens": int(m[4]), "routing": m[5],
+                         "schedule": m[6], "us": float(m[7])})
         elif line.startswith("NVIDIA"):
             gpu = line.strip()
+    return recs, gpu
+
+
+def main():
+    src, out, base, new, date, command, note = sys.argv[1:8]
+    mid = sys.argv[8] if len(sys.argv) > 8 else None
+    commits = {"base": base, "mid": mid, "new": new}
+    recs, gpu = read_ab(src)
+    for r in recs:
+        r["commit"] = commits[r["build"]]
     cases = collections.defaultdict(lambda: collections.defaultdict(list))
     for r in recs:
         cases[(r["preset"], r["op"], r["tokens"], r["routing"], r["schedule"])][r["build"]].append(r["us"])

@@ -8,22 +8,18 @@ each schedule, rect/compact by the minima and by the medians, and each schedule'
 """
 import collections
 import json
-import math
-import re
 import statistics
 import sys
+
+from ab2json import geomean, read_ab
 
 
 def main():
     src, out, commit, date, command, note = sys.argv[1:7]
     samples = collections.defaultdict(lambda: collections.defaultdict(list))
-    gpu = None
-    for line in open(src):
-        m = re.match(r"\w+\s+(\S+)\s+(\S+)\s+T=\s*(\d+)\s+(\S+)\s+(\S+)\s+([\d.]+)\s+us", line)
-        if m:
-            samples[(m[1], m[2], int(m[3]), m[4])][m[5]].append(float(m[6]))
-        elif line.startswith("NVIDIA"):
-            gpu = line.strip()
+    recs, gpu = read_ab(src)
+    for r in recs:
+        samples[(r["preset"], r["op"], r["tokens"], r["routing"])][r["schedule"]].append(r["us"])
     cases = []
     for (preset, op, tokens, routing), s in sorted(samples.items()):
         c, r = s.get("compact"), s.get("rect")
@@ -36,7 +32,7 @@ def main():
     ratios = [x["rect_over_compact_min"] for x in cases]
     doc = {"kind": "compact against rect, one build, schedules alternating in one call", "commit": commit,
            "gpu": gpu, "date": date, "command": command, "note": note,
-           "geomean_rect_over_compact_min": math.exp(sum(map(math.log, ratios)) / len(ratios)),
+           "geomean_rect_over_compact_min": geomean(ratios),
            "below_1_by_min": sum(x < 1.0 for x in ratios), "cases": cases}
     json.dump(doc, open(out, "w"), indent=1)
     print(out, len(cases), "cases, geomean", doc["geomean_rect_over_compact_min"], "below 1:", doc["below_1_by_min"])
