@@ -61,7 +61,6 @@ cudaError_t launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, size
 inline constexpr int32_t kBlockTNarrow = 32;
 inline constexpr int32_t kBlockTMedium = 64;
 inline constexpr int32_t kBlockTWide = 128;
-inline constexpr int32_t kBlockTExpert = 192;  // MUL_MAT_ID to BF16 only
 
 // The grouped GEMM, and with p.k_splits > 1 the split-K reduction after it.
 // NOTES: always in stream order. Overlapping the layer's down GEMM and the

@@ -483,12 +483,7 @@ Status mul_mat_id(Context& ctx, const CudaMulMatIdArgs& a, Stream stream) {
     p.y_map = RowMap::kPair;
     return launch_weight_streamer(p, m.num_sms, stream, LaunchOrder::kAfterPrevious);
   }
-  int32_t block_t = choose_block_rows(a.num_tokens, a.top_k, w.num_experts);
-  if (block_t == kBlockTWide && a.y_dtype == DType::kBF16) {
-    const char* env = std::getenv("NVFP4MOE_EXPERT_TILE");  // experiment
-    const char* f32 = std::getenv("NVFP4MOE_F32_EPILOGUE");
-    if (env && env[0] == '1' && !(f32 && f32[0] == '1')) block_t = kBlockTExpert;
-  }
+  const int32_t block_t = choose_block_rows(a.num_tokens, a.top_k, w.num_experts);
   NVFP4MOE_RETURN_IF_ERROR(build_plan(ctx, a.ids, a.num_tokens, a.top_k, w.num_experts, block_t, stream));
   const int64_t x_rows = a.x_per_slot ? a.num_tokens * a.top_k : a.num_tokens;
   const uint16_t* x = nullptr;

@@ -22,16 +22,12 @@ bool f32_epilogue_forced() {
 template <int kBlockT>
 auto kernel_for(const GemmParams& p) {
   using sm90::nvfp4_grouped_gemm_kernel;
-  if constexpr (!sm90::TileConfig<kBlockT>::kF32Tile) {
-    return nvfp4_grouped_gemm_kernel<kBlockT, EpiloguePath::kBf16Rows>;  // the host sends only such GEMMs
-  } else {
   if (f32_epilogue_forced()) return nvfp4_grouped_gemm_kernel<kBlockT, EpiloguePath::kF32Tile>;
   if constexpr (sm90::TileConfig<kBlockT>::kBlocks == 2) {
     if (swiglu_rows_epilogue(p)) return nvfp4_grouped_gemm_kernel<kBlockT, EpiloguePath::kSwiGLURows>;
   }
   return bf16_rows_epilogue(p) ? nvfp4_grouped_gemm_kernel<kBlockT, EpiloguePath::kBf16Rows>
                                : nvfp4_grouped_gemm_kernel<kBlockT, EpiloguePath::kF32Tile>;
-  }
 }
 
 template <int kBlockT>
@@ -94,10 +90,6 @@ Status launch_grouped_gemm(const GemmParams& p, int32_t block_t, int num_sms, cu
     case 32: return launch_sm90<32>(p, num_sms, stream);
     case 64: return launch_sm90<64>(p, num_sms, stream);
     case 128: return launch_sm90<128>(p, num_sms, stream);
-    case 192:
-      if (!bf16_rows_epilogue(p) || f32_epilogue_forced())
-        return make_status(StatusCode::kInternal, "the 192-token tile serves BF16 rows epilogues only");
-      return launch_sm90<192>(p, num_sms, stream);
     default: return make_status(StatusCode::kInternal, "no grouped GEMM instance for a token tile of ", block_t);
   }
 }

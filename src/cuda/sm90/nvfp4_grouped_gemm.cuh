@@ -63,8 +63,7 @@ struct TileConfig;
 template <> struct TileConfig<32> {
   static constexpr int kConsumers = 4, kBlocks = 1, kStages = 14, kProducerRegs = 56, kConsumerRegs = 104;
   static constexpr int kChunks = kConsumers * kBlocks;
-  static constexpr bool kTakeFromQueue = false;
-  static constexpr bool kF32Tile = true;  // scheduler.cuh
+  static constexpr bool kTakeFromQueue = false;  // scheduler.cuh
 };
 // Medium: the narrow tile's four dequantizing warpgroups at twice its width,
 // for experts of 33-64 rows, which would otherwise take two narrow tiles or
@@ -76,7 +75,6 @@ template <> struct TileConfig<64> {
   static constexpr int kConsumers = 4, kBlocks = 1, kStages = 9, kProducerRegs = 56, kConsumerRegs = 104;
   static constexpr int kChunks = kConsumers * kBlocks;
   static constexpr bool kTakeFromQueue = false;
-  static constexpr bool kF32Tile = true;
 };
 // NOTES: at 40 registers the producer spills 20 bytes, in the per-tile
 // set-up only (SASS), not in the K loop. Two chunks per consumer: the
@@ -87,18 +85,6 @@ template <> struct TileConfig<128> {
   static constexpr int kConsumers = 2, kBlocks = 2, kStages = 6, kProducerRegs = 40, kConsumerRegs = 232;
   static constexpr int kChunks = kConsumers * kBlocks;
   static constexpr bool kTakeFromQueue = true;
-  static constexpr bool kF32Tile = true;
-};
-// Expert-wide: a 128 x 192 tile, each consumer one chunk of up to 192
-// tokens, so an expert of 129-192 rows is dequantized once instead of in a
-// 128-token tile and a remainder tile. BF16 rows epilogue only (an F32 tile
-// of 192 tokens does not fit beside the stages). NOTES: 256 tokens compile
-// unserialized only as the kernel's one wgmma width.
-template <> struct TileConfig<192> {
-  static constexpr int kConsumers = 2, kBlocks = 1, kStages = 5, kProducerRegs = 56, kConsumerRegs = 224;
-  static constexpr int kChunks = kConsumers * kBlocks;
-  static constexpr bool kTakeFromQueue = true;
-  static constexpr bool kF32Tile = false;
 };
 
 template <int kBlockT>
@@ -119,7 +105,7 @@ struct SharedStorage {
   // 16-byte bank groups.
   static constexpr int kBf16TileStride = kTileRows + 8;
   union {
-    float f32[Config::kF32Tile ? kBlockT * kTileStride : 1];
+    float f32[kBlockT * kTileStride];
     uint16_t bf16[kBlockT * kBf16TileStride];
   } tile;
   static_assert(kBf16TileStride * 2 <= kTileStride * 4, "the BF16 tile fits in the F32 tile's bytes");
@@ -144,8 +130,7 @@ constexpr bool register_budget_fits() {
   return kProducerThreads * C::kProducerRegs + 128 * C::kConsumers * C::kConsumerRegs <=
          threads<kBlockT>() * launch_register_cap(threads<kBlockT>());
 }
-static_assert(register_budget_fits<32>() && register_budget_fits<64>() && register_budget_fits<128>() &&
-                  register_budget_fits<192>(),
+static_assert(register_budget_fits<32>() && register_budget_fits<64>() && register_budget_fits<128>(),
               "setmaxnreg requests exceed the CTA's launch register allocation: the kernel would hang");
 
 template <int kBlockT>
@@ -155,7 +140,7 @@ constexpr size_t smem_bytes() {
 // sm_90's opt-in dynamic shared memory limit per block.
 inline constexpr size_t kMaxSmemPerBlock = 227 * 1024;
 static_assert(smem_bytes<32>() <= kMaxSmemPerBlock && smem_bytes<64>() <= kMaxSmemPerBlock &&
-                  smem_bytes<128>() <= kMaxSmemPerBlock && smem_bytes<192>() <= kMaxSmemPerBlock,
+                  smem_bytes<128>() <= kMaxSmemPerBlock,
               "pipeline stages exceed the shared memory of an SM");
 
 // The activation gather: kThreadsPerRow threads per 128-byte row, each
@@ -380,7 +365,6 @@ __device__ __forceinline__ void mma_tile(const GemmParams& p, SharedStorage<kBlo
     epilogue_store_bf16_rows<Smem::kTileRows, kConsumerThreads>(p, w, s.tile.bf16, Smem::kBf16TileStride, s.rows,
                                                                  wg * 128 + t, p.n);
   } else {
-    static_assert(Config::kF32Tile, "this tile has no F32 epilogue tile");
     constexpr int kStride = SharedStorage<kBlockT>::kTileStride;
     const int row = wg * 64 + warp * 16 + g;
 #pragma unroll
@@ -428,17 +412,11 @@ __device__ void consumer(const GemmParams& p, SharedStorage<kBlockT>& s, int wg,
     // schedules, so outputs stay bit-identical. NOTES: the narrowest is 32;
     // adding a 16-wide path to the 128 kernel makes ptxas serialize its
     // wgmmas for lack of registers (C7512).
-    if constexpr (kBlockT == 192) {
-      // NOTES: a third width (32 or 64) makes ptxas serialize the wgmmas
-      // (C7512); below 129 rows the tile is bound by the dequant chain, not
-      // by its columns.
-      if (w.tile_rows <= 128) mma_tile<128, kPath>(p, s, w, wg, t, chunks_active, ps);
-      else mma_tile<192, kPath>(p, s, w, wg, t, chunks_active, ps);
-    } else if (w.tile_rows <= kMinMmaWidth) {
+    if (w.tile_rows <= kMinMmaWidth) {
       mma_tile<32, kPath>(p, s, w, wg, t, chunks_active, ps);
     } else if constexpr (kBlockT == 64) {
       mma_tile<64, kPath>(p, s, w, wg, t, chunks_active, ps);
-    } else if constexpr (kBlockT == 128) {
+    } else if constexpr (kBlockT >= 128) {
       if (w.tile_rows <= 64) mma_tile<64, kPath>(p, s, w, wg, t, chunks_active, ps);
       else mma_tile<128, kPath>(p, s, w, wg, t, chunks_active, ps);
     }
