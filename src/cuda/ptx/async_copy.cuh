@@ -1,5 +1,5 @@
-// PTX wrappers: asynchronous global->shared copies (cp.async, the 1-D bulk
-// copy engine and 2-D tensor copies), completing on an mbarrier.
+// PTX wrappers: asynchronous global->shared copies (cp.async and the 1-D bulk
+// copy engine), completing on an mbarrier.
 #pragma once
 
 #include <cstdint>
@@ -28,18 +28,6 @@ __device__ __forceinline__ void bulk_copy_g2s(void* dst, const void* src, uint32
       "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
           smem_addr(dst)),
       "l"(src), "r"(bytes), "r"(smem_addr(bar))
-      : "memory");
-}
-
-// One box of a 2-D tensor (tensor_map: a CUtensorMap in kernel-parameter,
-// constant or global memory) at element coordinates (x0 innermost, x1),
-// laid out in shared memory as the map's swizzle says.
-__device__ __forceinline__ void tensor_copy_2d_g2s(void* dst, const void* tensor_map, int32_t x0, int32_t x1,
-                                                   uint64_t* bar) {
-  asm volatile(
-      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], "
-      "[%4];" ::"r"(smem_addr(dst)),
-      "l"(tensor_map), "r"(x0), "r"(x1), "r"(smem_addr(bar))
       : "memory");
 }
 

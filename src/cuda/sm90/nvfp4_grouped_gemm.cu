@@ -17,62 +17,22 @@ bool f32_epilogue_forced() {
   return env && env[0] == '1';
 }
 
-// NVFP4MOE_X_ROW_COPIES=1: wide tiles load activation rows with tensor
-// copies (experiment).
-bool x_row_copies_requested() {
-  const char* env = std::getenv("NVFP4MOE_X_ROW_COPIES");
-  return env && env[0] == '1';
-}
-
 // The kernel instance for p's epilogue path; the SwiGLU rows path needs two
 // chunks per consumer (the wide tile).
-template <int kBlockT, bool kXRows>
+template <int kBlockT>
 auto kernel_for(const GemmParams& p) {
   using sm90::nvfp4_grouped_gemm_kernel;
-  if (f32_epilogue_forced()) return nvfp4_grouped_gemm_kernel<kBlockT, EpiloguePath::kF32Tile, kXRows>;
+  if (f32_epilogue_forced()) return nvfp4_grouped_gemm_kernel<kBlockT, EpiloguePath::kF32Tile>;
   if constexpr (sm90::TileConfig<kBlockT>::kBlocks == 2) {
-    if (swiglu_rows_epilogue(p)) return nvfp4_grouped_gemm_kernel<kBlockT, EpiloguePath::kSwiGLURows, kXRows>;
+    if (swiglu_rows_epilogue(p)) return nvfp4_grouped_gemm_kernel<kBlockT, EpiloguePath::kSwiGLURows>;
   }
-  return bf16_rows_epilogue(p) ? nvfp4_grouped_gemm_kernel<kBlockT, EpiloguePath::kBf16Rows, kXRows>
-                               : nvfp4_grouped_gemm_kernel<kBlockT, EpiloguePath::kF32Tile, kXRows>;
-}
-
-// x as [rows][K] BF16 for producer_row_copies: boxes of one row of 64,
-// 128-byte swizzle (the layout the wgmma descriptors read). False without
-// the driver's encoder.
-bool encode_x_rows_map(const GemmParams& p, CUtensorMap* map) {
-  using Encode = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
-                              const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
-                              CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
-  static const Encode encode = [] {
-    void* fn = nullptr;
-    cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
-    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &found) !=
-            cudaSuccess ||
-        found != cudaDriverEntryPointSuccess) {
-      (void)cudaGetLastError();
-      return Encode(nullptr);
-    }
-    return reinterpret_cast<Encode>(fn);
-  }();
-  if (encode == nullptr) return false;
-  const int64_t rows = p.x_map == RowMap::kToken ? p.sorted_rows / p.top_k : p.sorted_rows;
-  const cuuint64_t dims[2] = {cuuint64_t(p.k), cuuint64_t(rows)};
-  const cuuint64_t row_bytes[1] = {cuuint64_t(p.x_stride) * sizeof(uint16_t)};
-  const cuuint32_t box[2] = {64, 1};
-  const cuuint32_t element_strides[2] = {1, 1};
-  return encode(map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<uint16_t*>(p.x), dims, row_bytes, box,
-                element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+  return bf16_rows_epilogue(p) ? nvfp4_grouped_gemm_kernel<kBlockT, EpiloguePath::kBf16Rows>
+                               : nvfp4_grouped_gemm_kernel<kBlockT, EpiloguePath::kF32Tile>;
 }
 
 template <int kBlockT>
 Status launch_sm90(const GemmParams& p, int num_sms, cudaStream_t stream) {
-  CUtensorMap x_map{};
-  auto kernel = kernel_for<kBlockT, false>(p);
-  if constexpr (kBlockT == sm90::kProducerThreads) {  // producer_row_copies: one row per thread
-    if (x_row_copies_requested() && encode_x_rows_map(p, &x_map)) kernel = kernel_for<kBlockT, true>(p);
-  }
+  auto kernel = kernel_for<kBlockT>(p);
   constexpr size_t smem = sm90::smem_bytes<kBlockT>();
   constexpr int kChunks = sm90::TileConfig<kBlockT>::kChunks;
   NVFP4MOE_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
@@ -89,7 +49,7 @@ Status launch_sm90(const GemmParams& p, int num_sms, cudaStream_t stream) {
   if (grid > INT32_MAX)
     return make_status(StatusCode::kOutOfRange, "rect schedule grid of ", grid, " CTAs exceeds the launch limit");
   NVFP4MOE_CUDA_TRY(launch_kernel(kernel, dim3(uint32_t(grid)), dim3(sm90::threads<kBlockT>()), smem, stream,
-                                  LaunchOrder::kAfterPrevious, q, x_map));
+                                  LaunchOrder::kAfterPrevious, q));
   NVFP4MOE_CUDA_CHECK_LAUNCH("nvfp4_grouped_gemm_kernel");
   if (q.k_splits > 1) return launch_reduce_split_k(q, num_sms, stream);
   return ok_status();

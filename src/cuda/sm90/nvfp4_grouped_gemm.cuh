@@ -29,8 +29,6 @@
 // Schedule: scheduler.cuh.
 #pragma once
 
-#include <cuda.h>
-
 #include <cstdint>
 
 #include "cuda/dequant.cuh"
@@ -162,45 +160,6 @@ struct GatherShape {
   static constexpr int kPieces = 8 / kThreadsPerRow;
   static_assert(kRowsPerThread >= 1 && kRowsPerThread * kRowsPerPass == kBlockT, "rows split evenly");
 };
-
-// The activation rows as tensor copies of x_map (a [rows][K] map, boxes of
-// one 64-wide row, 128-byte swizzle): producer thread t copies token row t
-// of the tile, one 128-byte request per row and stage instead of eight
-// 16-byte cp.async spread over four threads. Each thread arrives with the
-// bytes it expects (thread 0 also the weights'), so the stage completes when
-// all 128 have arrived and every byte has landed. Rows past the job's count
-// are not loaded: their stale values reach only token columns that are
-// never stored.
-template <int kBlockT>
-__device__ void producer_row_copies(const GemmParams& p, const CUtensorMap& x_map, SharedStorage<kBlockT>& s, int t) {
-  static_assert(kBlockT == kProducerThreads, "one token row per producer thread");
-  constexpr int kStages = SharedStorage<kBlockT>::kStages;
-  constexpr int kChunks = TileConfig<kBlockT>::kChunks;
-  const int k_blocks = p.k / kKStep;
-  const int n_blocks = p.n / kSm90ChunkRows;
-  TileScheduler<kBlockT, kChunks, TileConfig<kBlockT>::kTakeFromQueue> sched(p, s.ring, t == 0);
-  PipelineState ps;
-  WorkTile w;
-  while (sched.next_tile(w)) {
-    const bool has_row = t < w.num_rows;
-    const int32_t xr = has_row ? int32_t(map_row(p.x_map, p.sorted_src, p.top_k, w.row_begin + t)) : 0;
-    const int nb0 = kChunks * w.n_tile;
-    const int chunks = min(kChunks, n_blocks - nb0);
-    const uint8_t* w0 = p.w_packed + (int64_t(w.expert) * n_blocks + nb0) * k_blocks * kSm90ChunkBytes;
-    const uint32_t bytes = (has_row ? kKStep * 2u : 0u) + (t == 0 ? uint32_t(chunks) * kSm90ChunkBytes : 0u);
-    for (int kb = w.k_begin; kb < w.k_end; ++kb) {
-      auto& st = s.stages[ps.stage];
-      ptx::mbarrier_wait_parity(&s.empty[ps.stage], ps.phase ^ 1);
-      ptx::mbarrier_arrive_expect_tx(&s.full[ps.stage], bytes);
-      if (t == 0)
-        for (int c = 0; c < chunks; ++c)
-          ptx::bulk_copy_g2s(st.w[c], w0 + (int64_t(c) * k_blocks + kb) * kSm90ChunkBytes, kSm90ChunkBytes,
-                             &s.full[ps.stage]);
-      if (has_row) ptx::tensor_copy_2d_g2s(st.x + t * kKStep, &x_map, kb * kKStep, xr, &s.full[ps.stage]);
-      ps.advance<kStages>();
-    }
-  }
-}
 
 template <int kBlockT>
 __device__ void producer(const GemmParams& p, SharedStorage<kBlockT>& s, int t) {
@@ -464,11 +423,8 @@ __device__ void consumer(const GemmParams& p, SharedStorage<kBlockT>& s, int wg,
   }
 }
 
-// kXRows: the producer copies activation rows with x_map's tensor copies
-// (producer_row_copies) instead of gathering them with cp.async.
-template <int kBlockT, EpiloguePath kPath, bool kXRows>
-__global__ void __launch_bounds__(threads<kBlockT>(), 1)
-    nvfp4_grouped_gemm_kernel(const __grid_constant__ GemmParams p, const __grid_constant__ CUtensorMap x_map) {
+template <int kBlockT, EpiloguePath kPath>
+__global__ void __launch_bounds__(threads<kBlockT>(), 1) nvfp4_grouped_gemm_kernel(const __grid_constant__ GemmParams p) {
   using Config = TileConfig<kBlockT>;
   constexpr int kStages = Config::kStages;
   constexpr int kConsumerThreads = 128 * Config::kConsumers;
@@ -481,8 +437,7 @@ __global__ void __launch_bounds__(threads<kBlockT>(), 1)
   auto& s = *reinterpret_cast<SharedStorage<kBlockT>*>(smem_raw + ((1024 - (smem_base & 1023)) & 1023));
   if (threadIdx.x == 0) {
     for (int i = 0; i < kStages; ++i) {
-      // cp.async arrivals + 1 expect_tx arrival, or one expect_tx arrival per producer thread.
-      ptx::mbarrier_init(&s.full[i], kXRows ? kProducerThreads : kProducerThreads + 1);
+      ptx::mbarrier_init(&s.full[i], kProducerThreads + 1);  // cp.async arrivals + 1 expect_tx arrival
       ptx::mbarrier_init(&s.empty[i], 4 * Config::kConsumers);  // lane 0 of each consumer warp
     }
     item_ring_init(s.ring, threads<kBlockT>() / 32);
@@ -491,8 +446,7 @@ __global__ void __launch_bounds__(threads<kBlockT>(), 1)
   __syncthreads();
   if (threadIdx.x >= kConsumerThreads) {
     ptx::setmaxnreg_dec<Config::kProducerRegs>();
-    if constexpr (kXRows) producer_row_copies<kBlockT>(p, x_map, s, threadIdx.x - kConsumerThreads);
-    else producer<kBlockT>(p, s, threadIdx.x - kConsumerThreads);
+    producer<kBlockT>(p, s, threadIdx.x - kConsumerThreads);
   } else {
     ptx::setmaxnreg_inc<Config::kConsumerRegs>();
     consumer<kBlockT, kPath>(p, s, threadIdx.x / 128, threadIdx.x % 128);
