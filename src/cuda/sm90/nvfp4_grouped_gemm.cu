@@ -19,29 +19,20 @@ bool f32_epilogue_forced() {
 
 // The kernel instance for p's epilogue path; the SwiGLU rows path needs two
 // chunks per consumer (the wide tile).
-template <int kBlockT, bool kFullLines>
+template <int kBlockT>
 auto kernel_for(const GemmParams& p) {
   using sm90::nvfp4_grouped_gemm_kernel;
-  if (f32_epilogue_forced()) return nvfp4_grouped_gemm_kernel<kBlockT, EpiloguePath::kF32Tile, kFullLines>;
+  if (f32_epilogue_forced()) return nvfp4_grouped_gemm_kernel<kBlockT, EpiloguePath::kF32Tile>;
   if constexpr (sm90::TileConfig<kBlockT>::kBlocks == 2) {
-    if (swiglu_rows_epilogue(p)) return nvfp4_grouped_gemm_kernel<kBlockT, EpiloguePath::kSwiGLURows, kFullLines>;
+    if (swiglu_rows_epilogue(p)) return nvfp4_grouped_gemm_kernel<kBlockT, EpiloguePath::kSwiGLURows>;
   }
-  return bf16_rows_epilogue(p) ? nvfp4_grouped_gemm_kernel<kBlockT, EpiloguePath::kBf16Rows, kFullLines>
-                               : nvfp4_grouped_gemm_kernel<kBlockT, EpiloguePath::kF32Tile, kFullLines>;
-}
-
-// NVFP4MOE_FULL_LINES=1: wide tiles gather with producer_full_lines (experiment).
-bool full_lines_requested() {
-  const char* env = std::getenv("NVFP4MOE_FULL_LINES");
-  return env && env[0] == '1';
+  return bf16_rows_epilogue(p) ? nvfp4_grouped_gemm_kernel<kBlockT, EpiloguePath::kBf16Rows>
+                               : nvfp4_grouped_gemm_kernel<kBlockT, EpiloguePath::kF32Tile>;
 }
 
 template <int kBlockT>
 Status launch_sm90(const GemmParams& p, int num_sms, cudaStream_t stream) {
-  auto kernel = kernel_for<kBlockT, false>(p);
-  if constexpr (kBlockT == sm90::kProducerThreads) {
-    if (full_lines_requested()) kernel = kernel_for<kBlockT, true>(p);
-  }
+  auto kernel = kernel_for<kBlockT>(p);
   constexpr size_t smem = sm90::smem_bytes<kBlockT>();
   constexpr int kChunks = sm90::TileConfig<kBlockT>::kChunks;
   NVFP4MOE_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));

@@ -110,7 +110,6 @@ struct SharedStorage {
   } tile;
   static_assert(kBf16TileStride * 2 <= kTileStride * 4, "the BF16 tile fits in the F32 tile's bytes");
   EpilogueRows rows[kBlockT];
-  int64_t x_rows[kBlockT];  // producer_full_lines: each tile row's x offset (elements), -1 past its count
   ItemRing ring;
   uint64_t full[kStages];
   uint64_t empty[kStages];
@@ -161,60 +160,6 @@ struct GatherShape {
   static constexpr int kPieces = 8 / kThreadsPerRow;
   static_assert(kRowsPerThread >= 1 && kRowsPerThread * kRowsPerPass == kBlockT, "rows split evenly");
 };
-
-// The gather with whole 128-byte lines per warp instruction: eight lanes
-// per row, each warp instruction four rows. The row offsets come from a
-// table in shared memory written once per tile (one row per thread), so a
-// thread holds no row addresses across the K loop (what made eight threads
-// per row spill before 833d8c6). Each warp instruction then asks the L2 for
-// four lines instead of sixteen sectors of sixteen lines.
-template <int kBlockT>
-__device__ void producer_full_lines(const GemmParams& p, SharedStorage<kBlockT>& s, int t) {
-  static_assert(kBlockT == kProducerThreads, "one table row per producer thread");
-  constexpr int kStages = SharedStorage<kBlockT>::kStages;
-  constexpr int kChunks = TileConfig<kBlockT>::kChunks;
-  constexpr uint32_t kBarrier = 2;  // the producer warpgroup's own named barrier
-  const int warp = t / 32, lane = t % 32, piece = lane % 8;
-  const int k_blocks = p.k / kKStep;
-  const int n_blocks = p.n / kSm90ChunkRows;
-  TileScheduler<kBlockT, kChunks, TileConfig<kBlockT>::kTakeFromQueue> sched(p, s.ring, t == 0);
-  PipelineState ps;
-  WorkTile w;
-  while (sched.next_tile(w)) {
-    ptx::named_barrier_sync(kBarrier, kProducerThreads);  // the previous tile's copies have read the table
-    s.x_rows[t] = t < w.num_rows ? map_row(p.x_map, p.sorted_src, p.top_k, w.row_begin + t) * p.x_stride : -1;
-    ptx::named_barrier_sync(kBarrier, kProducerThreads);
-    const int width = max(w.tile_rows, kMinMmaWidth);
-    const int nb0 = kChunks * w.n_tile;
-    const int chunks = min(kChunks, n_blocks - nb0);
-    const uint8_t* w0 = p.w_packed + (int64_t(w.expert) * n_blocks + nb0) * k_blocks * kSm90ChunkBytes;
-    const uint16_t* x_piece = p.x + piece * 8;
-    for (int kb = w.k_begin; kb < w.k_end; ++kb) {
-      auto& st = s.stages[ps.stage];
-      ptx::mbarrier_wait_parity(&s.empty[ps.stage], ps.phase ^ 1);
-      if (t == 0) {
-        ptx::mbarrier_arrive_expect_tx(&s.full[ps.stage], chunks * kSm90ChunkBytes);
-        for (int c = 0; c < chunks; ++c)
-          ptx::bulk_copy_g2s(st.w[c], w0 + (int64_t(c) * k_blocks + kb) * kSm90ChunkBytes, kSm90ChunkBytes,
-                             &s.full[ps.stage]);
-      }
-#pragma unroll
-      for (int j = 0; j < 8; ++j) {
-        // Rows past the tile's wgmma width are never read (warp-uniform:
-        // widths are multiples of 32); rows past its count are zero-filled.
-        const int row = warp * 32 + j * 4 + lane / 8;
-        if (warp * 32 < width) {
-          const int64_t off = s.x_rows[row];
-          ptx::cp_async_16(reinterpret_cast<char*>(st.x) + row * 128 + ((piece ^ (row & 7)) << 4),
-                           x_piece + (off < 0 ? 0 : off) + kb * kKStep, off < 0 ? 0u : 16u);
-        }
-      }
-      ptx::cp_async_mbarrier_arrive_noinc(&s.full[ps.stage]);
-      ps.advance<kStages>();
-    }
-  }
-  ptx::cp_async_wait_all();  // no copy may outlive its issuing thread
-}
 
 template <int kBlockT>
 __device__ void producer(const GemmParams& p, SharedStorage<kBlockT>& s, int t) {
@@ -478,8 +423,7 @@ __device__ void consumer(const GemmParams& p, SharedStorage<kBlockT>& s, int wg,
   }
 }
 
-// kFullLines: producer_full_lines instead of producer (experiment).
-template <int kBlockT, EpiloguePath kPath, bool kFullLines>
+template <int kBlockT, EpiloguePath kPath>
 __global__ void __launch_bounds__(threads<kBlockT>(), 1) nvfp4_grouped_gemm_kernel(const __grid_constant__ GemmParams p) {
   using Config = TileConfig<kBlockT>;
   constexpr int kStages = Config::kStages;
@@ -502,8 +446,7 @@ __global__ void __launch_bounds__(threads<kBlockT>(), 1) nvfp4_grouped_gemm_kern
   __syncthreads();
   if (threadIdx.x >= kConsumerThreads) {
     ptx::setmaxnreg_dec<Config::kProducerRegs>();
-    if constexpr (kFullLines) producer_full_lines<kBlockT>(p, s, threadIdx.x - kConsumerThreads);
-    else producer<kBlockT>(p, s, threadIdx.x - kConsumerThreads);
+    producer<kBlockT>(p, s, threadIdx.x - kConsumerThreads);
   } else {
     ptx::setmaxnreg_inc<Config::kConsumerRegs>();
     consumer<kBlockT, kPath>(p, s, threadIdx.x / 128, threadIdx.x % 128);
