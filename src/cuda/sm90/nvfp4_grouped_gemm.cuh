@@ -154,7 +154,7 @@ static_assert(smem_bytes<32>() <= kMaxSmemPerBlock && smem_bytes<64>() <= kMaxSm
 // the producer waited for an empty one 7-24% of its own (tile timeline).
 template <int kBlockT>
 struct GatherShape {
-  static constexpr int kThreadsPerRow = kBlockT >= kProducerThreads ? 4 : kBlockT >= kProducerThreads / 2 ? 2 : kProducerThreads / kBlockT;
+  static constexpr int kThreadsPerRow = kBlockT >= kProducerThreads / 2 ? 2 : kProducerThreads / kBlockT;
   static constexpr int kRowsPerThread = kBlockT * kThreadsPerRow / kProducerThreads;
   static constexpr int kRowsPerPass = kProducerThreads / kThreadsPerRow;
   static constexpr int kPieces = 8 / kThreadsPerRow;
