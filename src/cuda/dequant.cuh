@@ -37,19 +37,12 @@ __device__ __forceinline__ uint32_t scale_factor_bf16x2(uint32_t scale_word, int
 // rows g (p0, p2) and g + 8 (p1, p3) each multiplied by their scale factor.
 // Exact: e2m1 * S * 2^-10 has at most 6 significant bits and stays in BF16's
 // normal range.
-// shr5_mul: 2^27, opaque to ptxas (derived from kScaleCodeMul), so that
-// word >> 5 is a multiply-high on the FMA pipe rather than a shift on the
-// integer ALU, the pipe the dequant keeps busiest (ncu at 6aef341: pipe
-// throttle and dispatch stalls on its LOP3s). (word >> 4) & 0x00C000C0 is
-// ((word >> 5) << 1) & 0x00C000C0: the bit the second form loses is masked.
-__device__ __forceinline__ void dequant_e2m1x8_bf16(uint32_t word, uint32_t f_g, uint32_t f_g8, uint32_t shr5_mul,
-                                                    uint32_t (&a)[4]) {
+__device__ __forceinline__ void dequant_e2m1x8_bf16(uint32_t word, uint32_t f_g, uint32_t f_g8, uint32_t (&a)[4]) {
   constexpr uint32_t kMask = 0x81C081C0u;
   const uint32_t p0 = word & kMask;
   const uint32_t p1 = (word << 3) & kMask;
   const uint32_t p2 = (word << 6) & kMask;
-  const uint32_t w5 = __umulhi(word, shr5_mul);
-  const uint32_t p3 = ((word << 1) & 0x80008000u) | (w5 & 0x01000100u) | ((w5 * 2u) & 0x00C000C0u);
+  const uint32_t p3 = ((word << 1) & 0x80008000u) | ((word >> 5) & 0x01000100u) | ((word >> 4) & 0x00C000C0u);
   a[0] = ptx::mul_bf16x2(p0, f_g);
   a[1] = ptx::mul_bf16x2(p1, f_g8);
   a[2] = ptx::mul_bf16x2(p2, f_g);
@@ -73,12 +66,11 @@ __device__ __forceinline__ FragmentRef fragment_ref(const uint8_t* chunk, int t)
 __device__ __forceinline__ void dequant_fragment(const uint4& codes, const uint2& scales, uint32_t mul,
                                                  uint32_t (&a)[4][4]) {
   const uint32_t words[4] = {codes.x, codes.y, codes.z, codes.w};
-  const uint32_t shr5_mul = mul << 23;  // 2^27 from kScaleCodeMul = 16
 #pragma unroll
   for (int step = 0; step < 4; ++step) {
     const uint32_t sw = step < 2 ? scales.x : scales.y;
     const uint32_t f_g = scale_factor_bf16x2(sw, step % 2, mul), f_g8 = scale_factor_bf16x2(sw, 2 + step % 2, mul);
-    dequant_e2m1x8_bf16(words[step], f_g, f_g8, shr5_mul, a[step]);
+    dequant_e2m1x8_bf16(words[step], f_g, f_g8, a[step]);
   }
 }
 
