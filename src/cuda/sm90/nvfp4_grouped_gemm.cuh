@@ -49,7 +49,7 @@ namespace nvfp4moe::cuda::sm90 {
 inline constexpr int kProducerThreads = 128;
 inline constexpr int kKStep = 64;  // K per pipeline stage = one chunk
 inline constexpr int kMinMmaWidth = 32;
-inline constexpr long long kStaggerCycles = 700;  // experiment
+inline constexpr long long kStaggerCycles = 300;  // experiment
 
 // kBlockT -> consumers, pipeline depth and consumer registers. NOTES:
 // setmaxnreg only moves registers inside the CTA's launch allocation
