@@ -49,7 +49,6 @@ namespace nvfp4moe::cuda::sm90 {
 inline constexpr int kProducerThreads = 128;
 inline constexpr int kKStep = 64;  // K per pipeline stage = one chunk
 inline constexpr int kMinMmaWidth = 32;
-inline constexpr long long kStaggerCycles = 300;  // experiment
 
 // kBlockT -> consumers, pipeline depth and consumer registers. NOTES:
 // setmaxnreg only moves registers inside the CTA's launch allocation
@@ -291,16 +290,6 @@ __device__ __forceinline__ void mma_tile(const GemmParams& p, SharedStorage<kBlo
       ptx::wgmma_wait_group<1>();
       if (b == kBlocks - 1) release_previous();
     };
-    // Two consumers: the second starts its K loop about one dequant phase
-    // after the first, so that their dequant bursts (integer ALU and FMA
-    // pipes of the same four schedulers) alternate instead of coinciding.
-    if constexpr (Config::kConsumers == 2) {
-      if (wg == 1) {
-        const long long t0 = clock64();
-        while (clock64() - t0 < kStaggerCycles) {
-        }
-      }
-    }
     // Two fragment steps per iteration (static register buffers): two K
     // blocks of one chunk, or one K block of two chunks.
     constexpr int kKbPerIter = 2 / kBlocks;
