@@ -7,10 +7,11 @@
 // median of 9.
 //   nvcc -O3 -gencode=arch=compute_90a,code=sm_90a 2026-11-30-gather-pattern-probe.cu -o gp && ./gp
 #include <cuda_runtime.h>
-#include <algorithm>
+
 #include <cstdint>
 #include <cstdio>
-#include <vector>
+
+#include "probe_timing.cuh"
 
 constexpr int kRows = 2048, kRowBytes = 4096;
 
@@ -34,23 +35,10 @@ __global__ void gather(const char* __restrict__ x, int iters, uint4* sink) {
 template <int L>
 void run(const char* x, uint4* sink, int sms) {
   const int iters = 256;
-  std::vector<float> ms;
-  cudaEvent_t a, b;
-  cudaEventCreate(&a);
-  cudaEventCreate(&b);
-  for (int r = 0; r < 10; ++r) {
-    cudaEventRecord(a);
-    gather<L><<<sms, 1024>>>(x, iters, sink);
-    cudaEventRecord(b);
-    cudaEventSynchronize(b);
-    float t;
-    cudaEventElapsedTime(&t, a, b);
-    if (r > 0) ms.push_back(t);
-  }
-  std::sort(ms.begin(), ms.end());
+  const float ms = probe_median_ms([&] { gather<L><<<sms, 1024>>>(x, iters, sink); });
   const double bytes = double(sms) * 1024 * 16 * iters;
   printf("{\"lanes_per_row\": %d, \"rows_per_instruction\": %d, \"median_ms\": %.4f, \"gbps\": %.0f}\n", L, 32 / L,
-         ms[ms.size() / 2], bytes / (ms[ms.size() / 2] * 1e-3) / 1e9);
+         ms, bytes / (ms * 1e-3) / 1e9);
 }
 
 int main() {

@@ -4,9 +4,11 @@
 // SM (and 2 per SM) so that enough 16-byte loads are in flight.
 //   nvcc -O3 -arch=sm_90a 2026-11-30-l2-bandwidth.cu -o l2bw && ./l2bw
 #include <cuda_runtime.h>
-#include <algorithm>
+
+#include <cstdint>
 #include <cstdio>
-#include <vector>
+
+#include "probe_timing.cuh"
 
 __global__ void read_l2(const uint4* __restrict__ buf, size_t n, int passes, uint4* sink) {
   uint4 acc = {0, 0, 0, 0};
@@ -38,23 +40,10 @@ int main() {
     for (int per_sm : {1, 2}) {
       const int grid = sms * per_sm, block = 1024 / per_sm;
       const int passes = 20;
-      cudaEvent_t a, b;
-      cudaEventCreate(&a);
-      cudaEventCreate(&b);
-      std::vector<float> ms;
-      for (int r = 0; r < 10; ++r) {
-        cudaEventRecord(a);
-        read_l2<<<grid, block>>>(buf, n, passes, sink);
-        cudaEventRecord(b);
-        cudaEventSynchronize(b);
-        float t;
-        cudaEventElapsedTime(&t, a, b);
-        if (r > 0) ms.push_back(t);
-      }
-      std::sort(ms.begin(), ms.end());
+      const float ms = probe_median_ms([&] { read_l2<<<grid, block>>>(buf, n, passes, sink); });
       const double bytes = double(n / (size_t(grid) * block)) * grid * block * 16 * passes;
       printf("{\"buffer_mb\": %zu, \"ctas_per_sm\": %d, \"median_ms\": %.4f, \"gbps\": %.0f}\n", mb, per_sm,
-             ms[ms.size() / 2], bytes / (ms[ms.size() / 2] * 1e-3) / 1e9);
+             ms, bytes / (ms * 1e-3) / 1e9);
     }
     cudaFree(buf);
   }
