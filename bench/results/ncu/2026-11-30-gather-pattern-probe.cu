@@ -46,13 +46,11 @@ int main() {
   cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
   char* x;
   uint4* sink;
-  cudaMalloc(&x, size_t(kRows) * kRowBytes);
-  cudaMemset(x, 1, size_t(kRows) * kRowBytes);
-  cudaMalloc(&sink, 16);
+  probe_check(cudaMalloc(&x, size_t(kRows) * kRowBytes), "cudaMalloc");
+  probe_check(cudaMemset(x, 1, size_t(kRows) * kRowBytes), "cudaMemset");
+  probe_check(cudaMalloc(&sink, 16), "cudaMalloc");
   run<2>(x, sink, sms);
   run<4>(x, sink, sms);
   run<8>(x, sink, sms);
-  const cudaError_t e = cudaGetLastError();
-  if (e != cudaSuccess) { printf("error: %s\n", cudaGetErrorString(e)); return 1; }
   return 0;
 }

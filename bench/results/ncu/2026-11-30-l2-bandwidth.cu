@@ -2,7 +2,7 @@
 // that fits in L2 (ld.global.cg: L2, not L1) over and over; device events
 // time the reads, median of 9. Sizes 8-32 MB, one CTA of 1024 threads per
 // SM (and 2 per SM) so that enough 16-byte loads are in flight.
-//   nvcc -O3 -arch=sm_90a 2026-11-30-l2-bandwidth.cu -o l2bw && ./l2bw
+//   nvcc -O3 -gencode=arch=compute_90a,code=sm_90a 2026-11-30-l2-bandwidth.cu -o l2bw && ./l2bw
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -31,12 +31,12 @@ int main() {
   int sms = 0;
   cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
   uint4* sink;
-  cudaMalloc(&sink, 16);
+  probe_check(cudaMalloc(&sink, 16), "cudaMalloc");
   for (size_t mb : {8, 16, 32}) {
     const size_t n = mb * 1024 * 1024 / 16;
     uint4* buf;
-    cudaMalloc(&buf, n * 16);
-    cudaMemset(buf, 1, n * 16);
+    probe_check(cudaMalloc(&buf, n * 16), "cudaMalloc");
+    probe_check(cudaMemset(buf, 1, n * 16), "cudaMemset");
     for (int per_sm : {1, 2}) {
       const int grid = sms * per_sm, block = 1024 / per_sm;
       const int passes = 20;
@@ -45,9 +45,7 @@ int main() {
       printf("{\"buffer_mb\": %zu, \"ctas_per_sm\": %d, \"median_ms\": %.4f, \"gbps\": %.0f}\n", mb, per_sm,
              ms, bytes / (ms * 1e-3) / 1e9);
     }
-    cudaFree(buf);
+    probe_check(cudaFree(buf), "cudaFree");
   }
-  const cudaError_t e = cudaGetLastError();
-  if (e != cudaSuccess) { printf("error: %s\n", cudaGetErrorString(e)); return 1; }
   return 0;
 }

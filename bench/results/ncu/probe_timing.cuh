@@ -1,23 +1,34 @@
-// Experiment only: the timing shared by the bandwidth probes beside this
-// file. Median of 9 launches by device events, after one warm-up launch.
+// Experiment only: the timing and error checks shared by the bandwidth
+// probes beside this file. Median of 9 launches by device events, after one
+// warm-up launch.
 #pragma once
 
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <vector>
+
+inline void probe_check(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) {
+    std::fprintf(stderr, "%s: %s\n", what, cudaGetErrorString(e));
+    std::exit(1);
+  }
+}
 
 template <typename Launch>
 float probe_median_ms(Launch launch) {
   cudaEvent_t a, b;
-  cudaEventCreate(&a);
-  cudaEventCreate(&b);
+  probe_check(cudaEventCreate(&a), "cudaEventCreate");
+  probe_check(cudaEventCreate(&b), "cudaEventCreate");
   std::vector<float> ms;
   for (int r = 0; r < 10; ++r) {
-    cudaEventRecord(a);
+    probe_check(cudaEventRecord(a), "cudaEventRecord");
     launch();
-    cudaEventRecord(b);
-    cudaEventSynchronize(b);
+    probe_check(cudaGetLastError(), "probe kernel launch");
+    probe_check(cudaEventRecord(b), "cudaEventRecord");
+    probe_check(cudaEventSynchronize(b), "probe kernel");
     float t;
     cudaEventElapsedTime(&t, a, b);
     if (r > 0) ms.push_back(t);
