@@ -37,4 +37,21 @@ __device__ __forceinline__ uint32_t mul_bf16x2(uint32_t a, uint32_t b) {
   return d;
 }
 
+// a * {b.lo, b.lo} and a * {b.hi, b.hi}. NOTES: ptxas folds the {h, h}
+// move into the multiply's operand swizzle (HMUL2 ..., R.H0_H0 / .H1_H1),
+// so broadcasting a half costs no instruction; a prmt that builds the same
+// register does not fold.
+__device__ __forceinline__ uint32_t mul_bf16x2_by_lo(uint32_t a, uint32_t b) {
+  uint32_t d;
+  asm("{.reg .b16 l, h; .reg .b32 f; mov.b32 {l, h}, %2; mov.b32 f, {l, l}; mul.rn.bf16x2 %0, %1, f;}"
+      : "=r"(d) : "r"(a), "r"(b));
+  return d;
+}
+__device__ __forceinline__ uint32_t mul_bf16x2_by_hi(uint32_t a, uint32_t b) {
+  uint32_t d;
+  asm("{.reg .b16 l, h; .reg .b32 f; mov.b32 {l, h}, %2; mov.b32 f, {h, h}; mul.rn.bf16x2 %0, %1, f;}"
+      : "=r"(d) : "r"(a), "r"(b));
+  return d;
+}
+
 }  // namespace nvfp4moe::cuda::ptx
