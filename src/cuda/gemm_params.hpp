@@ -87,6 +87,13 @@ struct GemmParams {
   const int32_t* ids = nullptr;
   int32_t num_tokens = 0;
   PlanStatus* status = nullptr;
+  // Its K split (choose_stream_splits, launch.hpp): with stream_splits > 1,
+  // raw FP32 sums in stream_partial [splits][T*k pairs][n] and one counter
+  // per (64 * chunks row block, pair) in stream_counters, zero between
+  // launches. A streamer that overlaps another (LaunchOrder) uses its own.
+  int32_t stream_splits = 1;
+  float* stream_partial = nullptr;
+  uint32_t* stream_counters = nullptr;
 
   // Programmatic dependent launch of the weight streamer (LaunchOrder,
   // launch.hpp). The launcher sets overlaps_previous when it launches the

@@ -148,6 +148,23 @@ inline bool use_weight_streamer(int64_t num_tokens, int64_t k) {
 inline int64_t weight_streamer_ctas(int64_t n, bool swiglu, int64_t num_tokens, int64_t top_k) {
   return n / (swiglu ? 128 : 64) * num_tokens * top_k;
 }
+// Host policy: the streamer's K split, from shapes and T only (never the
+// routing): split only where the staged activation rows of the whole K
+// leave room for one CTA per SM (kStreamOneCtaBytes), into the fewest
+// splits whose rows let two CTAs share an SM (kStreamTwoCtaBytes). Worked
+// example: mixtral down (K = 14336) at T = 3, 4 stages 4 x 28 KB of rows ->
+// 2 splits of 57 KB; at T = 1, 2 and on every other preset's shapes -> 1.
+// NOTES: H200 sweep of forced splits 1, 2, 3, 4, 6 over the four presets'
+// gate_up, down and layer at T = 1, 2, 4 (bench/results/
+// 2026-11-30-h200-stream-k-splits-sweep.json): splitting a grid that
+// already fits lost everywhere (deepseek gate_up T = 1, 512 CTAs of 258 KB:
+// 48.9 us unsplit, 55.3 / 60.5 us in 2 / 3 splits; qwen3 down T = 1 9.2 ->
+// 14.0 us): each split CTA repeats the id check, the first-stage wait and
+// the epilogue, and the partial last wave was not the cost it seemed.
+// mixtral down T = 4 ran 108.5 us unsplit and 88.5-90.3 us in 2-4 splits.
+// NVFP4MOE_STREAM_SPLITS overrides it for experiments.
+inline constexpr int32_t kMaxStreamSplits = 8;
+int32_t choose_stream_splits(int64_t num_tokens, int64_t k);
 // Whether a streamer should overlap its predecessor: only a grid of more
 // CTAs than SMs. NOTES: H200 (A/B at b36a5e3,
 // bench/results/2026-11-30-h200-ab-b36a5e3-layer-overlap.json): the layer at

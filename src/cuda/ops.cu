@@ -190,6 +190,13 @@ struct Context::Impl {
   int64_t status_experts = 0;  // E of the last call that wrote the status word (plan or streamer)
   int32_t plan_block_rows = 0;
   DeviceBuffer x_bf16, h_bf16, y_f32, gu_f32, partial_f32;
+  // The weight streamer's K-split sums and counters (GemmParams), one set
+  // per streamer that may run beside another: kStreamFirst for MUL_MAT_ID
+  // and the layer's gate_up, kStreamSecond for the layer's down, which
+  // overlaps gate_up. The counters are zeroed when allocated; launches keep
+  // them at zero.
+  static constexpr int kStreamFirst = 0, kStreamSecond = 1;
+  DeviceBuffer stream_partial[2], stream_counters[2];
 
   DevicePlan plan() const {
     int32_t* s = scalars.as<int32_t>();
@@ -216,6 +223,20 @@ struct Context::Impl {
                          " bytes during stream capture; call Context::reserve() before capturing");
     NVFP4MOE_CUDA_TRY(cudaStreamSynchronize(stream));  // the old buffer may still be in use
     return DeviceBuffer::allocate(bytes, b);
+  }
+
+  // Room for a streamer's K split over `pairs` pairs and `n` output columns.
+  Status grow_stream(int set, int64_t pairs, int64_t n, int32_t splits, cudaStream_t stream) {
+    NVFP4MOE_RETURN_IF_ERROR(
+        grow(&stream_partial[set], sizeof(float) * size_t(splits) * size_t(pairs) * size_t(n), stream,
+             "stream_partial"));
+    const size_t counter_bytes = sizeof(uint32_t) * size_t(std::max<int64_t>(n / 64, 1)) * size_t(pairs);
+    if (stream_counters[set].bytes() < counter_bytes) {
+      NVFP4MOE_RETURN_IF_ERROR(grow(&stream_counters[set], counter_bytes, stream, "stream_counters"));
+      NVFP4MOE_CUDA_TRY(cudaMemsetAsync(stream_counters[set].get(), 0, counter_bytes, stream));
+      NVFP4MOE_CUDA_TRY(cudaStreamSynchronize(stream));
+    }
+    return ok_status();
   }
 
   // Sized for jobs of at least min_block_rows rows (the kernels' smallest
@@ -276,6 +297,9 @@ Status Context::reserve(int64_t num_tokens, int64_t top_k, int64_t num_experts, 
   const int64_t split_rows = std::min<int64_t>(pairs, 2 * int64_t(m.num_sms) * 32);
   const int64_t partial = 2 * int64_t(m.num_sms) * 256 * 32 + split_rows * 2 * max_cols;
   NVFP4MOE_RETURN_IF_ERROR(m.grow(&m.partial_f32, sizeof(float) * partial, nullptr, "partial_f32"));
+  const int64_t stream_pairs = std::min<int64_t>(num_tokens, kStreamMaxTokens) * top_k;
+  for (const int set : {Impl::kStreamFirst, Impl::kStreamSecond})
+    NVFP4MOE_RETURN_IF_ERROR(m.grow_stream(set, stream_pairs, max_cols, kMaxStreamSplits, nullptr));
   return ok_status();
 }
 
@@ -426,8 +450,10 @@ Status gemm_params(Context::Impl& m, const DeviceExpertWeights& w, Schedule sche
 
 // Params of the weight streamer: no plan, the kernel reads the ids and
 // writes the plan's status word. F32 activations are read as they are.
+// The streamer's parameters; `set` picks its K-split workspace
+// (Context::Impl::kStreamFirst / kStreamSecond).
 Status streamer_params(Context::Impl& m, const DeviceExpertWeights& w, const int32_t* ids, int64_t num_tokens,
-                       int64_t top_k, const void* x, DType x_dtype, GemmParams* out) {
+                       int64_t top_k, const void* x, DType x_dtype, int set, cudaStream_t stream, GemmParams* out) {
   if (x_dtype != DType::kF32 && x_dtype != DType::kBF16)
     return invalid_argument("x_dtype = ", int(x_dtype), " is not F32 or BF16");
   GemmParams& p = *out;
@@ -439,6 +465,12 @@ Status streamer_params(Context::Impl& m, const DeviceExpertWeights& w, const int
   if (x_dtype == DType::kF32) p.x_f32 = static_cast<const float*>(x);
   else p.x = static_cast<const uint16_t*>(x);
   m.status_experts = w.num_experts;
+  p.stream_splits = choose_stream_splits(num_tokens, w.cols);
+  if (p.stream_splits > 1) {
+    NVFP4MOE_RETURN_IF_ERROR(m.grow_stream(set, num_tokens * top_k, w.rows, p.stream_splits, stream));
+    p.stream_partial = m.stream_partial[set].as<float>();
+    p.stream_counters = m.stream_counters[set].as<uint32_t>();
+  }
   return ok_status();
 }
 
@@ -474,7 +506,8 @@ Status mul_mat_id(Context& ctx, const CudaMulMatIdArgs& a, Stream stream) {
   if (use_weight_streamer(a.num_tokens, w.cols)) {
     // Decode sizes: both schedules are this one kernel (no tiles to schedule).
     GemmParams p;
-    NVFP4MOE_RETURN_IF_ERROR(streamer_params(m, w, a.ids, a.num_tokens, a.top_k, a.x, a.x_dtype, &p));
+    NVFP4MOE_RETURN_IF_ERROR(streamer_params(m, w, a.ids, a.num_tokens, a.top_k, a.x, a.x_dtype,
+                                             Context::Impl::kStreamFirst, stream, &p));
     p.x_stride = w.cols;
     p.x_map = a.x_per_slot ? RowMap::kPair : RowMap::kToken;
     p.y = a.y;
@@ -523,7 +556,8 @@ Status moe_layer(Context& ctx, const CudaMoeLayerArgs& a, Stream stream) {
     // down overlaps gate_up: its CTAs check the ids and stream their weights
     // into shared memory while gate_up runs, and wait for h only.
     GemmParams gu, down;
-    NVFP4MOE_RETURN_IF_ERROR(streamer_params(m, L.gate_up, a.ids, T, k, a.x, a.x_dtype, &gu));
+    NVFP4MOE_RETURN_IF_ERROR(streamer_params(m, L.gate_up, a.ids, T, k, a.x, a.x_dtype,
+                                             Context::Impl::kStreamFirst, stream, &gu));
     gu.x_stride = H;
     gu.x_map = RowMap::kToken;
     gu.y = m.h_bf16.get();
@@ -535,7 +569,8 @@ Status moe_layer(Context& ctx, const CudaMoeLayerArgs& a, Stream stream) {
     const bool down_overlaps = streamer_overlap_pays(weight_streamer_ctas(H, false, T, k), m.num_sms);
     gu.next_overlaps = down_overlaps;
     NVFP4MOE_RETURN_IF_ERROR(launch_weight_streamer(gu, m.num_sms, stream, LaunchOrder::kAfterPrevious));
-    NVFP4MOE_RETURN_IF_ERROR(streamer_params(m, L.down, a.ids, T, k, m.h_bf16.get(), DType::kBF16, &down));
+    NVFP4MOE_RETURN_IF_ERROR(streamer_params(m, L.down, a.ids, T, k, m.h_bf16.get(), DType::kBF16,
+                                             Context::Impl::kStreamSecond, stream, &down));
     down.x_stride = F;
     down.x_map = RowMap::kPair;
     down.y = m.y_f32.get();

@@ -22,12 +22,21 @@
 // The K partial sums meet in shared memory and are added in warp order,
 // then the shared epilogue (alpha, SwiGLU on gate/up chunk pairs, router
 // weight, F32/BF16 store) writes the rows.
+// K split (p.stream_splits > 1, blockIdx.z = split; choose_stream_splits,
+// launch.hpp): where a long K's staged activation rows would leave an SM
+// to one CTA, each CTA takes one contiguous K range and stages only its
+// rows. It writes its raw sums to p.stream_partial; the last CTA of its
+// (row block, expert) to finish, by a counter in p.stream_counters, adds the
+// splits in split order and runs the epilogue, then rewinds the counter for
+// the next launch.
 // Summation order differs from the wgmma path (a different K split), so
 // outputs agree with it to fp32 rounding, not bit for bit; for a given
-// input they are the same on every run, and they do not depend on T or on
-// the other tokens (each output row's order is fixed).
+// input and split count they are the same on every run and do not depend on
+// the other tokens' routing (each output row's order is fixed). The split
+// count is a function of K and T.
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 
 #include "cuda/check.hpp"
 #include "cuda/dequant.cuh"
@@ -72,6 +81,7 @@ struct StreamShared {
   int32_t warp_hits[kAllThreads / 32];
   int32_t ids[kAllThreads];  // every id of the call (T * k <= kThreads)
   int32_t bad_pair;
+  int32_t reduces;     // this CTA finished its (row block, expert) last: it adds the splits
   uint32_t scale_mul;  // kScaleCodeMul
   uint64_t full[kMaxStages];
   uint64_t empty[kMaxStages];
@@ -90,30 +100,31 @@ __host__ __device__ __forceinline__ int32_t staged_columns(int32_t num_tokens) {
   return r;
 }
 
-// x rows of the expert -> shared memory (by the consumer threads), BF16, in mma B-fragment order:
-// u32 index ((s * cols + n) * 4 + q) * 2 + hi holds k = 16 s + 2 q + 8 hi
-// (+1) of column n, so lane (g, q) reads its b0, b1 of step s as one
-// 8-byte word. Columns past num_rows are zeros.
+// x rows of the expert, K positions [k0, k0 + k_len) -> shared memory (by the
+// consumer threads), BF16, in mma B-fragment order: u32 index
+// ((s * cols + n) * 4 + q) * 2 + hi holds k = k0 + 16 s + 2 q + 8 hi (+1) of
+// column n, so lane (g, q) reads its b0, b1 of step s as one 8-byte word.
+// Columns past num_rows are zeros.
 __device__ __forceinline__ void stage_b_fragments(const GemmParams& p, const int32_t* pair_of, int32_t num_rows,
-                                                  int32_t cols, uint32_t* xs) {
+                                                  int32_t cols, int32_t k0, int32_t k_len, uint32_t* xs) {
   // kBatch loads in flight per thread before their stores: a loop that
   // stored each word right after its load waited one L2 latency per word.
   // Column by column, so no index is divided by K (ncu at 3d8f74f: the
   // division of a flat index was the staging loop's hottest code).
   constexpr int kBatch = 8;
-  const int32_t half_k = p.k / 2;
+  const int32_t half_k = k_len / 2;
   for (int32_t n = 0; n < cols; ++n) {
     const bool real = n < num_rows;
     const int64_t row = real ? pair_row(p.x_map, pair_of[n], p.top_k) : 0;
-    const uint16_t* xb = p.x ? p.x + row * p.x_stride : nullptr;
-    const float* xf = p.x_f32 ? p.x_f32 + row * p.x_stride : nullptr;
+    const uint16_t* xb = p.x ? p.x + row * p.x_stride + k0 : nullptr;
+    const float* xf = p.x_f32 ? p.x_f32 + row * p.x_stride + k0 : nullptr;
     for (int32_t base = threadIdx.x; base < half_k; base += kBatch * kThreads) {
       uint32_t v[kBatch];
 #pragma unroll
       for (int u = 0; u < kBatch; ++u) {
         const int32_t k = 2 * (base + u * kThreads);
         v[u] = 0;
-        if (real && k < p.k) {
+        if (real && k < k_len) {
           if (xf) {
             const float2 f = *reinterpret_cast<const float2*>(xf + k);
             v[u] = ptx::pack_bf16x2_rn(f.x, f.y);
@@ -125,16 +136,17 @@ __device__ __forceinline__ void stage_b_fragments(const GemmParams& p, const int
 #pragma unroll
       for (int u = 0; u < kBatch; ++u) {
         const int32_t k = 2 * (base + u * kThreads), step = k / 16, kk = k % 16;
-        if (k < p.k) xs[((step * cols + n) * 4 + (kk % 8) / 2) * 2 + kk / 8] = v[u];
+        if (k < k_len) xs[((step * cols + n) * 4 + (kk % 8) / 2) * 2 + kk / 8] = v[u];
       }
     }
   }
 }
 
-// Producer: the CTA's weight slab, stage after stage, into the ring.
+// Producer: the CTA's weight slab, stage after stage, into the ring: k_blocks
+// K blocks from w0 in each of its chunks, chunk_stride K blocks apart.
 template <int kChunks>
 __device__ void stream_weights(StreamShared<kChunks>& s, uint8_t* ring, int num_stages,
-                               const uint8_t* w0, int32_t k_blocks) {
+                               const uint8_t* w0, int32_t k_blocks, int32_t chunk_stride) {
   using C = StreamConfig<kChunks>;
   const int32_t iters = (k_blocks + C::kStageBlocks - 1) / C::kStageBlocks;
   PipelineState ps;
@@ -148,7 +160,7 @@ __device__ void stream_weights(StreamShared<kChunks>& s, uint8_t* ring, int num_
 #pragma unroll
     for (int c = 0; c < kChunks; ++c)
       ptx::bulk_copy_g2s(dst + c * C::kStageBlocks * kSm90ChunkBytes,
-                         w0 + (int64_t(c) * k_blocks + kb0) * kSm90ChunkBytes, bytes, &s.full[slot]);
+                         w0 + (int64_t(c) * chunk_stride + kb0) * kSm90ChunkBytes, bytes, &s.full[slot]);
   }
 }
 
@@ -167,7 +179,7 @@ __global__ void __launch_bounds__(kAllThreads, 3) weight_stream_kernel(const __g
   uint32_t* x_staged = reinterpret_cast<uint32_t*>(dyn + size_t(num_stages) * C::kStageBytes);
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int32_t pairs = p.num_tokens * p.top_k, me = int32_t(blockIdx.y);
-  const bool reporter = blockIdx.x == 0 && blockIdx.y == 0 && tid == 0;
+  const bool reporter = blockIdx.x == 0 && blockIdx.y == 0 && blockIdx.z == 0 && tid == 0;
   const bool producer = warp == kThreads / 32;
   // The next kernel of the layer (down after gate_up, the combine after
   // down) may start its ids check and weight stream beside this one.
@@ -219,12 +231,15 @@ __global__ void __launch_bounds__(kAllThreads, 3) weight_stream_kernel(const __g
   const int32_t expert = s.ids[me];
   if (__syncthreads_or(tid < me && id == expert)) return;
 
-  // Rows [64 * kChunks * blockIdx.x, +kRows) x K of the pair's expert.
-  const int32_t k_blocks = p.k / 64, n_blocks = p.n / 64;
-  const uint8_t* w0 =
-      p.w_packed + (int64_t(expert) * n_blocks + int64_t(blockIdx.x) * kChunks) * k_blocks * kSm90ChunkBytes;
+  // Rows [64 * kChunks * blockIdx.x, +kRows) x this split's K blocks
+  // [kb_begin, +k_blocks) of the pair's expert.
+  const int32_t all_k_blocks = p.k / 64, n_blocks = p.n / 64, splits = int32_t(gridDim.z);
+  const int32_t per_split = (all_k_blocks + splits - 1) / splits, kb_begin = int32_t(blockIdx.z) * per_split;
+  const int32_t k_blocks = min(all_k_blocks, kb_begin + per_split) - kb_begin;  // > 0: the host never splits emptily
+  const uint8_t* w0 = p.w_packed + ((int64_t(expert) * n_blocks + int64_t(blockIdx.x) * kChunks) * all_k_blocks +
+                                    kb_begin) * kSm90ChunkBytes;
   if (producer) {
-    if (lane == 0) stream_weights<kChunks>(s, ring, num_stages, w0, k_blocks);
+    if (lane == 0) stream_weights<kChunks>(s, ring, num_stages, w0, k_blocks, all_k_blocks);
     return;  // the CTA, and with it the ring, lives until the consumers finish
   }
 
@@ -248,7 +263,7 @@ __global__ void __launch_bounds__(kAllThreads, 3) weight_stream_kernel(const __g
   // Launched to overlap the previous kernel, whose output the activations
   // are (the layer's h): everything before this reads only earlier inputs.
   if (p.overlaps_previous) ptx::grid_dependency_wait();
-  stage_b_fragments(p, s.pair_of, num_rows, kCols, x_staged);
+  stage_b_fragments(p, s.pair_of, num_rows, kCols, kb_begin * 64, k_blocks * 64, x_staged);
   ptx::named_barrier_sync(kConsumerBarrier, kThreads);
 
   // 4. Consume the ring: warp (wn, wk) dequantizes K blocks wk, wk + kWarpsK
@@ -295,20 +310,52 @@ __global__ void __launch_bounds__(kAllThreads, 3) weight_stream_kernel(const __g
     }
   }
 
-  // 5. K partials -> tile (warp order, then alpha), then the epilogue.
+  // 5. K partials -> tile (warp order, then with K splits the splits in
+  //    order, then alpha), then the epilogue.
   const int row = chunk * 64 + (wn % 4) * 16 + g;
   s.partial[wk][2 * q][row] = acc[0][0] + acc[1][0];
   s.partial[wk][2 * q + 1][row] = acc[0][1] + acc[1][1];
   s.partial[wk][2 * q][row + 8] = acc[0][2] + acc[1][2];
   s.partial[wk][2 * q + 1][row + 8] = acc[0][3] + acc[1][3];
   ptx::named_barrier_sync(kConsumerBarrier, kThreads);
+  const auto scaled = [&](float v, int r) {
+    const float* alpha = (p.epilogue == EpilogueKind::kSwiGLU && r >= 64) ? p.alpha_up : p.alpha;
+    return v * ((alpha ? alpha[expert] : 1.0f) * kWeightDownscale);
+  };
+  // Split s's raw sums of pair j, row n: stream_partial[(s * pairs + j) * n_total + n].
+  const int64_t row0 = int64_t(blockIdx.x) * C::kRows;
+  const auto partial_at = [&](int32_t split, int tok, int r) {
+    return p.stream_partial + (int64_t(split) * pairs + s.pair_of[tok]) * p.n + row0 + r;
+  };
   for (int i = tid; i < num_rows * C::kRows; i += kThreads) {
     const int tok = i / C::kRows, r = i % C::kRows;
     float v = 0.0f;
 #pragma unroll
     for (int w = 0; w < kWarpsK; ++w) v += s.partial[w][tok][r];
-    const float* alpha = (p.epilogue == EpilogueKind::kSwiGLU && r >= 64) ? p.alpha_up : p.alpha;
-    s.tile[tok * C::kTileStride + r] = v * ((alpha ? alpha[expert] : 1.0f) * kWeightDownscale);
+    if (splits > 1) *partial_at(int32_t(blockIdx.z), tok, r) = v;
+    else s.tile[tok * C::kTileStride + r] = scaled(v, r);
+  }
+  if (splits > 1) {
+    __threadfence();
+    // The last split of this (row block, expert) to get here adds them all.
+    // The fences order every thread's partial stores before the count, and
+    // the count before the last CTA's loads.
+    ptx::named_barrier_sync(kConsumerBarrier, kThreads);
+    uint32_t* counter = p.stream_counters + int64_t(blockIdx.x) * pairs + me;
+    if (tid == 0) {
+      __threadfence();
+      s.reduces = atomicAdd(counter, 1u) == uint32_t(splits - 1);
+    }
+    ptx::named_barrier_sync(kConsumerBarrier, kThreads);
+    if (!s.reduces) return;
+    __threadfence();
+    for (int i = tid; i < num_rows * C::kRows; i += kThreads) {
+      const int tok = i / C::kRows, r = i % C::kRows;
+      float v = 0.0f;
+      for (int32_t split = 0; split < splits; ++split) v += __ldcg(partial_at(split, tok, r));
+      s.tile[tok * C::kTileStride + r] = scaled(v, r);
+    }
+    if (tid == 0) *counter = 0u;  // no other CTA of this launch touches it again
   }
   ptx::named_barrier_sync(kConsumerBarrier, kThreads);
   const WorkTile w{expert, 0, num_rows, 0, int32_t(blockIdx.x), 0, 0, k_blocks};
@@ -318,9 +365,10 @@ __global__ void __launch_bounds__(kAllThreads, 3) weight_stream_kernel(const __g
 template <int kChunks, int kCols>
 Status launch_stream(const GemmParams& p, int num_sms, cudaStream_t stream, LaunchOrder order) {
   const int32_t pairs = p.num_tokens * p.top_k;
-  const dim3 grid(uint32_t(p.n / (64 * kChunks)), uint32_t(pairs));
-  const int64_t ctas = weight_streamer_ctas(p.n, kChunks == 2, p.num_tokens, p.top_k);
-  const size_t staged = weight_streamer_staged_bytes(p.num_tokens, p.k);
+  const dim3 grid(uint32_t(p.n / (64 * kChunks)), uint32_t(pairs), uint32_t(p.stream_splits));
+  const int64_t ctas = weight_streamer_ctas(p.n, kChunks == 2, p.num_tokens, p.top_k) * p.stream_splits;
+  const int64_t split_k = int64_t((p.k / 64 + p.stream_splits - 1) / p.stream_splits) * 64;
+  const size_t staged = weight_streamer_staged_bytes(p.num_tokens, split_k);
   const int stages = weight_streamer_stages(staged, ctas, num_sms);
   GemmParams q = p;
   q.overlaps_previous = order == LaunchOrder::kOverlapPrevious;
@@ -354,6 +402,27 @@ size_t weight_streamer_staged_bytes(int64_t num_tokens, int64_t k) {
   return size_t(staged_columns(int32_t(std::min<int64_t>(num_tokens, kStreamKernelMaxTokens)))) * size_t(k) * 2;
 }
 
+int32_t choose_stream_splits(int64_t num_tokens, int64_t k) {
+  const int64_t k_blocks = k / 64;
+  // No empty split: with per = ceil(k_blocks / splits), use ceil(k_blocks / per).
+  const auto without_empty_split = [&](int64_t splits) {
+    const int64_t per = (k_blocks + splits - 1) / splits;
+    return int32_t((k_blocks + per - 1) / per);
+  };
+  if (const char* env = std::getenv("NVFP4MOE_STREAM_SPLITS")) {  // experiments only
+    const int forced = std::atoi(env);
+    if (forced >= 1) return without_empty_split(std::min<int64_t>({forced, kMaxStreamSplits, k_blocks}));
+  }
+  const auto fits = [&](int64_t splits, size_t budget) {
+    const int64_t split_k = (k_blocks + splits - 1) / splits * 64;
+    return weight_streamer_staged_bytes(num_tokens, split_k) + 2 * kStreamStageBytes <= budget;
+  };
+  if (fits(1, kStreamTwoCtaBytes)) return 1;
+  for (int64_t splits = 2; splits <= std::min<int64_t>(kMaxStreamSplits, k_blocks); ++splits)
+    if (fits(splits, kStreamTwoCtaBytes)) return without_empty_split(splits);
+  return 1;
+}
+
 int weight_streamer_stages(size_t staged_bytes, int64_t grid_ctas, int num_sms) {
   const auto fits = [&](size_t budget) { return staged_bytes + 2 * kStreamStageBytes <= budget; };
   size_t budget = kStreamOneCtaBytes;
@@ -372,6 +441,12 @@ Status launch_weight_streamer(const GemmParams& p, int num_sms, cudaStream_t str
     return make_status(StatusCode::kInternal, "weight streamer parameters are incomplete");
   if (p.epilogue == EpilogueKind::kSwiGLU && p.n % 128 != 0)
     return make_status(StatusCode::kInternal, "SwiGLU streamer needs N % 128 == 0, N = ", p.n);
+  const int32_t k_blocks = p.k / 64;
+  if (p.stream_splits < 1 || p.stream_splits > k_blocks ||
+      (p.stream_splits > 1 && (!p.stream_partial || !p.stream_counters ||
+                               (k_blocks + p.stream_splits - 1) / p.stream_splits * (p.stream_splits - 1) >= k_blocks)))
+    return make_status(StatusCode::kInternal, "weight streamer K split of ", p.stream_splits, " over ", k_blocks,
+                       " K blocks without its workspace, or with an empty split");
   return launch_stream_for_columns(p, num_sms, stream, order);
 }
 

@@ -113,6 +113,22 @@ TEST_F(GpuMoeLayer, DecodeSingleToken) { check({64, 1024, 256, 1, 8, false, Acti
 TEST_F(GpuMoeLayer, DecodeTwoTokensOaiMerged) { check({32, 512, 320, 2, 4, true, Activation::kSwiGLUOai}); }
 TEST_F(GpuMoeLayer, DecodeEightTokensOaiMerged) { check({32, 512, 320, 8, 4, true, Activation::kSwiGLUOai}); }
 
+// NVFP4MOE_STREAM_SPLITS for one scope (experiments variable; unset on exit).
+struct ForcedStreamSplits {
+  explicit ForcedStreamSplits(const char* n) {
+    if (n) setenv("NVFP4MOE_STREAM_SPLITS", n, 1);
+  }
+  ~ForcedStreamSplits() { unsetenv("NVFP4MOE_STREAM_SPLITS"); }
+};
+// Both decode streamers split K (gate_up over H = 1024 into 3, down over
+// F = 512 into 3; each split CTA stages its part of the rows, the last one
+// adds the splits), down overlapping gate_up with its own counters.
+TEST_F(GpuMoeLayer, DecodeStreamersSplitK) {
+  const ForcedStreamSplits three("3");
+  check({64, 1024, 512, 1, 8, false, Activation::kSwiGLU});
+  check({32, 1024, 512, 3, 4, true, Activation::kSwiGLUOai});
+}
+
 // Bad ids: the op reports them through check_device_status and leaves out
 // untouched, on the weight-streamer path (T <= 4) and the plan path.
 TEST_F(GpuMoeLayer, BadIdsLeaveTheOutputUntouched) {
@@ -221,11 +237,19 @@ TEST_F(GpuMoeLayer, QwenShapePrefill) { check({128, 2048, 768, 256, 8, false, Ac
 // each on fresh x and ids, must equal the same calls launched in plain stream
 // order (NVFP4MOE_SERIAL_LAUNCHES=1) bit for bit, directly and inside one
 // graph: a down kernel that staged h before gate_up wrote it would read the
-// previous call's h. T = 1, 3 run the weight streamers; T = 40, the plan
-// path in stream order, is the control.
+// previous call's h. T = 1, 3 run the weight streamers, also with both
+// splitting K 3 ways (a split's counters must be back at zero for the next
+// call's); T = 40, the plan path in stream order, is the control.
 TEST_F(GpuMoeLayer, OverlappedLaunchesEqualSerialOnes) {
   constexpr int kCalls = 6;
-  for (const int64_t T : {int64_t(1), int64_t(3), int64_t(40)}) {
+  struct Run {
+    int64_t T;
+    const char* stream_splits;  // nullptr: the policy's
+  };
+  for (const Run run : {Run{1, nullptr}, Run{3, nullptr}, Run{40, nullptr}, Run{1, "3"}, Run{3, "3"}}) {
+    const int64_t T = run.T;
+    const ForcedStreamSplits forced(run.stream_splits);
+    SCOPED_TRACE(run.stream_splits ? "stream splits 3" : "stream splits by policy");
     const LayerCase c{16, 2048, 768, T, 8, false, Activation::kSwiGLU};
     std::mt19937_64 rng(test_seed() + uint64_t(T));
     Built b = build(rng, c);

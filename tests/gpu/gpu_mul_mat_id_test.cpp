@@ -1,6 +1,7 @@
 // GPU conformance for MUL_MAT_ID: exact dequantization, ggml's test grid,
 // presets, ragged routing, smallest shapes, schedules, determinism, graphs.
 #include <algorithm>
+#include <functional>
 #include <numeric>
 
 #include "cuda/launch.hpp"
@@ -264,6 +265,70 @@ TEST_F(GpuMulMatId, WeightStreamerShapes) {
       check_case({40, 128, 1024, 1, 32, true, xd, yd}, "streamer-per-slot");
       if (HasFatalFailure()) return;
     }
+}
+
+// The weight streamer's K split (choose_stream_splits): by the policy for a
+// mixtral-down-like shape (T = 4, K = 14336: 2 splits), and forced to 8
+// splits over 16 CTAs (E = 16, k = 4, N = 256, K = 4096 at T = 1) and to 3
+// for T = 3 per-slot rows. The last split of each (row block, expert) adds
+// the others' sums: outputs match the reference, agree across schedules
+// and runs, and stay right when launched again and replayed from a graph
+// with the output poisoned before each launch, so every launch's counters
+// start at zero.
+TEST_F(GpuMulMatId, WeightStreamerKSplit) {
+  ASSERT_EQ(2, cuda::choose_stream_splits(4, 14336));
+  check_case({8, 256, 14336, 4, 2, true}, "stream-split-policy");
+  if (HasFatalFailure()) return;
+  // Forced split counts, unset again on every way out of the test.
+  struct ForcedSplits {
+    explicit ForcedSplits(const char* n) { setenv("NVFP4MOE_STREAM_SPLITS", n, 1); }
+    ~ForcedSplits() { unsetenv("NVFP4MOE_STREAM_SPLITS"); }
+  };
+  {
+    const ForcedSplits three("3");
+    check_case({16, 256, 1024, 3, 4, true}, "stream-split-3-T3");
+  }
+  const ForcedSplits eight("8");
+  for (DType xd : {DType::kF32, DType::kBF16})
+    for (DType yd : {DType::kF32, DType::kBF16}) {
+      check_case({16, 256, 4096, 1, 4, false, xd, yd}, "stream-split-8");
+      if (HasFatalFailure()) return;
+    }
+
+  std::mt19937_64 rng(test_seed());
+  const int64_t E = 16, N = 256, K = 4096, T = 1, k = 4;
+  const ExpertWeights w = random_weights(rng, E, N, K);
+  cuda::DeviceExpertWeights dw;
+  ASSERT_OK(cuda::upload_expert_weights(w.view(), &dw));
+  const std::vector<int32_t> ids = random_ids(rng, T, k, E);
+  const std::vector<float> x = random_normal(rng, size_t(T * K), 1.0f);
+  cuda::DeviceBuffer dx = to_device(x), dids = to_device(ids), dy = poisoned_floats(T * k * N);
+  ASSERT_OK(ctx->reserve(T, k, E, std::max(N, K)));
+  cuda::CudaMulMatIdArgs a = mul_mat_id_args(dw, dx, dids, T, k, dy);
+  std::vector<std::vector<float>> outs;
+  const auto poison_and = [&](const std::function<void()>& launch) {
+    ASSERT_CUDA(cudaMemsetAsync(dy.get(), 0xFF, size_t(T * k * N) * 4, stream));  // NaN bits
+    launch();
+    ASSERT_CUDA(cudaStreamSynchronize(stream));
+    outs.push_back(to_host<float>(dy, T * k * N));
+  };
+  for (Schedule s : {Schedule::kCompact, Schedule::kRect, Schedule::kCompact}) {
+    a.schedule = s;
+    poison_and([&] { ASSERT_OK(cuda::mul_mat_id(*ctx, a, stream)); });
+  }
+  cudaGraph_t graph;
+  ASSERT_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+  ASSERT_OK(cuda::mul_mat_id(*ctx, a, stream));
+  ASSERT_CUDA(cudaStreamEndCapture(stream, &graph));
+  cudaGraphExec_t exec;
+  ASSERT_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+  for (int i = 0; i < 3; ++i) poison_and([&] { ASSERT_CUDA(cudaGraphLaunch(exec, stream)); });
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  if (HasFatalFailure()) return;
+  for (size_t i = 0; i < outs[0].size(); ++i) ASSERT_FALSE(std::isnan(outs[0][i])) << "y[" << i << "] not written";
+  for (size_t r = 1; r < outs.size(); ++r)
+    EXPECT_EQ(0, std::memcmp(outs[0].data(), outs[r].data(), outs[0].size() * 4)) << "launch " << r;
 }
 
 // Ragged routing: one expert gets every token, one gets exactly one, most

@@ -4,6 +4,7 @@
 
 #include <cstdlib>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "cuda/gemm_params.hpp"
@@ -57,6 +58,30 @@ TEST(CudaHostPolicy, ForcedKSplitsLeaveNoEmptySplit) {
     const int64_t per = (kb + s - 1) / s;
     EXPECT_LT(int64_t(s - 1) * per, kb) << "empty last split, K blocks " << kb;
   }
+}
+
+// The streamer splits K only where the staged rows of the whole K would
+// leave an SM to one CTA (launch.hpp's worked example), and, forced, leaves
+// no empty split.
+TEST(CudaHostPolicy, StreamSplitsFollowTheWorkedExample) {
+  EXPECT_EQ(2, cuda::choose_stream_splits(4, 14336));  // mixtral down, T = 3, 4
+  EXPECT_EQ(2, cuda::choose_stream_splits(3, 14336));
+  EXPECT_EQ(1, cuda::choose_stream_splits(2, 14336));
+  EXPECT_EQ(1, cuda::choose_stream_splits(1, 14336));
+  EXPECT_EQ(1, cuda::choose_stream_splits(4, 7168));  // deepseek gate_up
+  EXPECT_EQ(1, cuda::choose_stream_splits(4, 2048));
+  for (int forced = 2; forced <= cuda::kMaxStreamSplits + 2; ++forced) {
+    ASSERT_EQ(0, setenv("NVFP4MOE_STREAM_SPLITS", std::to_string(forced).c_str(), 1));
+    for (int64_t kb = 1; kb <= 64; ++kb) {
+      const int32_t s = cuda::choose_stream_splits(1, kb * 64);
+      const int64_t per = (kb + s - 1) / s;
+      EXPECT_LT(int64_t(s - 1) * per, kb) << "empty last split, K blocks " << kb << ", forced " << forced;
+      EXPECT_LE(s, std::min<int64_t>(cuda::kMaxStreamSplits, kb));
+    }
+  }
+  ASSERT_EQ(0, setenv("NVFP4MOE_STREAM_SPLITS", "4", 1));
+  EXPECT_EQ(3, cuda::choose_stream_splits(1, 9 * 64));  // 4 of 3 blocks would leave the last empty
+  ASSERT_EQ(0, unsetenv("NVFP4MOE_STREAM_SPLITS"));
 }
 
 // The streamer takes T <= kStreamMaxTokens while its staged activation rows
