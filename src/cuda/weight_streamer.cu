@@ -167,7 +167,10 @@ __device__ void stream_weights(StreamShared<kChunks>& s, uint8_t* ring, int num_
 // kCols = staged_columns(T) is a template parameter so that every B
 // fragment load of the main loop is one LDS at a constant offset (with a
 // runtime column count, each cost three IMADs of address arithmetic).
-template <int kChunks, int kCols>
+// kSplitK: the K split's instance. NOTES: with the split as runtime code in
+// every instance, the unsplit calls ran 1-4% slower (A/B at bc3fa33,
+// bench/results/2026-11-30-h200-ab-bc3fa33-stream-k-split.json).
+template <int kChunks, int kCols, bool kSplitK>
 __global__ void __launch_bounds__(kAllThreads, 3) weight_stream_kernel(const __grid_constant__ GemmParams p,
                                                                         int num_stages) {
   using C = StreamConfig<kChunks>;
@@ -179,7 +182,7 @@ __global__ void __launch_bounds__(kAllThreads, 3) weight_stream_kernel(const __g
   uint32_t* x_staged = reinterpret_cast<uint32_t*>(dyn + size_t(num_stages) * C::kStageBytes);
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int32_t pairs = p.num_tokens * p.top_k, me = int32_t(blockIdx.y);
-  const bool reporter = blockIdx.x == 0 && blockIdx.y == 0 && blockIdx.z == 0 && tid == 0;
+  const bool reporter = blockIdx.x == 0 && blockIdx.y == 0 && (!kSplitK || blockIdx.z == 0) && tid == 0;
   const bool producer = warp == kThreads / 32;
   // The next kernel of the layer (down after gate_up, the combine after
   // down) may start its ids check and weight stream beside this one.
@@ -233,8 +236,9 @@ __global__ void __launch_bounds__(kAllThreads, 3) weight_stream_kernel(const __g
 
   // Rows [64 * kChunks * blockIdx.x, +kRows) x this split's K blocks
   // [kb_begin, +k_blocks) of the pair's expert.
-  const int32_t all_k_blocks = p.k / 64, n_blocks = p.n / 64, splits = int32_t(gridDim.z);
-  const int32_t per_split = (all_k_blocks + splits - 1) / splits, kb_begin = int32_t(blockIdx.z) * per_split;
+  const int32_t all_k_blocks = p.k / 64, n_blocks = p.n / 64, splits = kSplitK ? int32_t(gridDim.z) : 1;
+  const int32_t per_split = (all_k_blocks + splits - 1) / splits;
+  const int32_t kb_begin = kSplitK ? int32_t(blockIdx.z) * per_split : 0;
   const int32_t k_blocks = min(all_k_blocks, kb_begin + per_split) - kb_begin;  // > 0: the host never splits emptily
   const uint8_t* w0 = p.w_packed + ((int64_t(expert) * n_blocks + int64_t(blockIdx.x) * kChunks) * all_k_blocks +
                                     kb_begin) * kSm90ChunkBytes;
@@ -332,10 +336,10 @@ __global__ void __launch_bounds__(kAllThreads, 3) weight_stream_kernel(const __g
     float v = 0.0f;
 #pragma unroll
     for (int w = 0; w < kWarpsK; ++w) v += s.partial[w][tok][r];
-    if (splits > 1) *partial_at(int32_t(blockIdx.z), tok, r) = v;
+    if constexpr (kSplitK) *partial_at(int32_t(blockIdx.z), tok, r) = v;
     else s.tile[tok * C::kTileStride + r] = scaled(v, r);
   }
-  if (splits > 1) {
+  if constexpr (kSplitK) {
     __threadfence();
     // The last split of this (row block, expert) to get here adds them all.
     // The fences order every thread's partial stores before the count, and
@@ -362,7 +366,7 @@ __global__ void __launch_bounds__(kAllThreads, 3) weight_stream_kernel(const __g
   epilogue_store<kChunks, kThreads>(p, w, s.tile, C::kTileStride, s.rows, tid);
 }
 
-template <int kChunks, int kCols>
+template <int kChunks, int kCols, bool kSplitK>
 Status launch_stream(const GemmParams& p, int num_sms, cudaStream_t stream, LaunchOrder order) {
   const int32_t pairs = p.num_tokens * p.top_k;
   const dim3 grid(uint32_t(p.n / (64 * kChunks)), uint32_t(pairs), uint32_t(p.stream_splits));
@@ -373,27 +377,33 @@ Status launch_stream(const GemmParams& p, int num_sms, cudaStream_t stream, Laun
   GemmParams q = p;
   q.overlaps_previous = order == LaunchOrder::kOverlapPrevious;
   const size_t smem = size_t(stages) * kStreamStageBytes + staged;
-  auto kernel = weight_stream_kernel<kChunks, kCols>;
+  auto kernel = weight_stream_kernel<kChunks, kCols, kSplitK>;
   NVFP4MOE_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   NVFP4MOE_CUDA_TRY(launch_kernel(kernel, grid, dim3(kAllThreads), smem, stream, order, q, stages));
   NVFP4MOE_CUDA_CHECK_LAUNCH("weight_stream_kernel");
   return ok_status();
 }
 
-template <int kChunks>
+template <int kChunks, bool kSplitK>
 Status launch_stream_chunks(const GemmParams& p, int num_sms, cudaStream_t stream, LaunchOrder order) {
   static_assert(kStreamKernelMaxTokens == 8, "one instantiation per staged column count 1, 2, 4, 8");
   switch (staged_columns(p.num_tokens)) {
-    case 1: return launch_stream<kChunks, 1>(p, num_sms, stream, order);
-    case 2: return launch_stream<kChunks, 2>(p, num_sms, stream, order);
-    case 4: return launch_stream<kChunks, 4>(p, num_sms, stream, order);
-    default: return launch_stream<kChunks, 8>(p, num_sms, stream, order);
+    case 1: return launch_stream<kChunks, 1, kSplitK>(p, num_sms, stream, order);
+    case 2: return launch_stream<kChunks, 2, kSplitK>(p, num_sms, stream, order);
+    case 4: return launch_stream<kChunks, 4, kSplitK>(p, num_sms, stream, order);
+    default: return launch_stream<kChunks, 8, kSplitK>(p, num_sms, stream, order);
   }
 }
 
+template <bool kSplitK>
+Status launch_stream_split(const GemmParams& p, int num_sms, cudaStream_t stream, LaunchOrder order) {
+  return p.epilogue == EpilogueKind::kSwiGLU ? launch_stream_chunks<2, kSplitK>(p, num_sms, stream, order)
+                                             : launch_stream_chunks<1, kSplitK>(p, num_sms, stream, order);
+}
+
 Status launch_stream_for_columns(const GemmParams& p, int num_sms, cudaStream_t stream, LaunchOrder order) {
-  return p.epilogue == EpilogueKind::kSwiGLU ? launch_stream_chunks<2>(p, num_sms, stream, order)
-                                             : launch_stream_chunks<1>(p, num_sms, stream, order);
+  return p.stream_splits > 1 ? launch_stream_split<true>(p, num_sms, stream, order)
+                             : launch_stream_split<false>(p, num_sms, stream, order);
 }
 
 }  // namespace
