@@ -143,15 +143,14 @@ __device__ __forceinline__ void stage_b_fragments(const GemmParams& p, const int
 }
 
 // Producer: the CTA's weight slab, stage after stage, into the ring: k_blocks
-// K blocks from w0 in each of its chunks, chunk_stride K blocks apart;
-// iterations [first, last) (the ring's first pass needs no empty slot).
+// K blocks from w0 in each of its chunks, chunk_stride K blocks apart.
 template <int kChunks>
-__device__ void stream_weights(StreamShared<kChunks>& s, uint8_t* ring, int num_stages, const uint8_t* w0,
-                               int32_t k_blocks, int32_t chunk_stride, int32_t first, int32_t last) {
+__device__ void stream_weights(StreamShared<kChunks>& s, uint8_t* ring, int num_stages,
+                               const uint8_t* w0, int32_t k_blocks, int32_t chunk_stride) {
   using C = StreamConfig<kChunks>;
+  const int32_t iters = (k_blocks + C::kStageBlocks - 1) / C::kStageBlocks;
   PipelineState ps;
-  for (int32_t it = 0; it < first; ++it) ps.advance(num_stages);
-  for (int32_t it = first; it < last; ++it, ps.advance(num_stages)) {
+  for (int32_t it = 0; it < iters; ++it, ps.advance(num_stages)) {
     const int slot = ps.stage;
     ptx::mbarrier_wait_parity(&s.empty[slot], ps.phase ^ 1u);
     const int32_t kb0 = it * C::kStageBlocks, blocks = min(C::kStageBlocks, k_blocks - kb0);
@@ -197,22 +196,10 @@ __global__ void __launch_bounds__(kAllThreads, 3) weight_stream_kernel(const __g
     ptx::fence_mbarrier_init();
   }
 
-  // This CTA's rows [64 * kChunks * blockIdx.x, +kRows) x its split's K
-  // blocks [kb_begin, +k_blocks) of its pair's expert.
-  const int32_t all_k_blocks = p.k / 64, n_blocks = p.n / 64, splits = kSplitK ? int32_t(gridDim.z) : 1;
-  const int32_t per_split = (all_k_blocks + splits - 1) / splits;
-  const int32_t kb_begin = kSplitK ? int32_t(blockIdx.z) * per_split : 0;
-  const int32_t k_blocks = min(all_k_blocks, kb_begin + per_split) - kb_begin;  // > 0: the host never splits emptily
-  const int32_t iters = (k_blocks + C::kStageBlocks - 1) / C::kStageBlocks;
-  const auto slab_of = [&](int32_t e) {
-    return p.w_packed + ((int64_t(e) * n_blocks + int64_t(blockIdx.x) * kChunks) * all_k_blocks + kb_begin) *
-                            kSm90ChunkBytes;
-  };
-
   // 1. Validate every id (the plan kernel's rules and report: the first bad
-  //    pair); with a bad id no CTA writes anything. The repeat check reads
-  //    other slots: from shared memory, not as a chain of dependent global
-  //    loads.
+  //    pair); with a bad id no CTA writes anything, and none has started a
+  //    copy yet. The repeat check reads other slots: from shared memory, not
+  //    as a chain of dependent global loads.
   const int32_t id = tid < pairs ? p.ids[tid] : -1;  // pairs <= kThreads
   s.ids[tid] = id;
   if (tid == 0) {
@@ -220,17 +207,6 @@ __global__ void __launch_bounds__(kAllThreads, 3) weight_stream_kernel(const __g
     s.scale_mul = kScaleCodeMul;
   }
   __syncthreads();
-  // The producer fills the ring's first pass from its pair's expert while the
-  // ids are checked (an id in range only; a CTA that then does not work
-  // waits for those copies before it exits). NOTES: the copies used to
-  // start after the check, ~1.5 us into a ~9 us CTA at qwen3 T = 1
-  // (timeline at adf600d), and the first stage landed ~2.2 us later.
-  const int32_t own = s.ids[me];
-  const int32_t early = producer && lane == 0 && own >= 0 && own < p.num_experts ? min(iters, num_stages) : 0;
-  if (early > 0) stream_weights<kChunks>(s, ring, num_stages, slab_of(own), k_blocks, all_k_blocks, 0, early);
-  const auto drain_early = [&]() {
-    for (int32_t i = 0; i < early; ++i) ptx::mbarrier_wait_parity(&s.full[i], 0u);
-  };
   if (tid < pairs) {
     if (id < 0 || id >= p.num_experts) {
       atomicMin(&s.bad_pair, tid);
@@ -250,19 +226,24 @@ __global__ void __launch_bounds__(kAllThreads, 3) weight_stream_kernel(const __g
       // the ids are good).
       if (p.overlaps_previous) ptx::grid_dependency_wait();
     }
-    drain_early();
     return;
   }
   if (reporter) *p.status = {kPlanOk, 0, 0, 0};
 
   // 2. Only the expert's first pair works.
-  const int32_t expert = own;
-  if (__syncthreads_or(tid < me && id == expert)) {
-    drain_early();
-    return;
-  }
+  const int32_t expert = s.ids[me];
+  if (__syncthreads_or(tid < me && id == expert)) return;
+
+  // Rows [64 * kChunks * blockIdx.x, +kRows) x this split's K blocks
+  // [kb_begin, +k_blocks) of the pair's expert.
+  const int32_t all_k_blocks = p.k / 64, n_blocks = p.n / 64, splits = kSplitK ? int32_t(gridDim.z) : 1;
+  const int32_t per_split = (all_k_blocks + splits - 1) / splits;
+  const int32_t kb_begin = kSplitK ? int32_t(blockIdx.z) * per_split : 0;
+  const int32_t k_blocks = min(all_k_blocks, kb_begin + per_split) - kb_begin;  // > 0: the host never splits emptily
+  const uint8_t* w0 = p.w_packed + ((int64_t(expert) * n_blocks + int64_t(blockIdx.x) * kChunks) * all_k_blocks +
+                                    kb_begin) * kSm90ChunkBytes;
   if (producer) {
-    if (lane == 0) stream_weights<kChunks>(s, ring, num_stages, slab_of(expert), k_blocks, all_k_blocks, early, iters);
+    if (lane == 0) stream_weights<kChunks>(s, ring, num_stages, w0, k_blocks, all_k_blocks);
     return;  // the CTA, and with it the ring, lives until the consumers finish
   }
 
@@ -300,6 +281,7 @@ __global__ void __launch_bounds__(kAllThreads, 3) weight_stream_kernel(const __g
   // Two accumulator chains (even, odd k16 steps): back-to-back mma on one
   // accumulator would wait out each other's latency.
   float acc[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
+  const int32_t iters = (k_blocks + C::kStageBlocks - 1) / C::kStageBlocks;
   const uint32_t scale_mul = s.scale_mul;  // dequant.cuh: kept in a register through the loop
   PipelineState ps;
   for (int32_t it = 0; it < iters; ++it, ps.advance(num_stages)) {
