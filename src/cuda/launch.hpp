@@ -94,6 +94,20 @@ inline int64_t compact_grid_ctas(int64_t items_bound, int num_sms) {
   return items_bound <= kOneShotWaves * num_sms ? items_bound : num_sms;
 }
 
+// K blocks cut into `splits` ranges of ceil(k_blocks / splits) with none
+// empty: ceil(k_blocks / per) ranges (a consumer with an empty K range would
+// release a stage it never took). Both K splits below use it.
+inline int32_t splits_without_empty(int64_t k_blocks, int64_t splits) {
+  const int64_t per = (k_blocks + splits - 1) / splits;
+  return int32_t((k_blocks + per - 1) / per);
+}
+// A split count forced by an experiments variable; 0 when unset or below 1.
+inline int64_t forced_splits(const char* variable) {
+  const char* env = std::getenv(variable);
+  const int forced = env ? std::atoi(env) : 0;
+  return forced >= 1 ? forced : 0;
+}
+
 // Host policy: how many K splits a narrow-tile GEMM uses when fewer work
 // items than half the SMs exist. A function of shapes only (never of the
 // routing), so a given call always sums in the same order. Worked example,

@@ -36,7 +36,6 @@
 // count is a function of K and T.
 #include <algorithm>
 #include <cstdint>
-#include <cstdlib>
 
 #include "cuda/check.hpp"
 #include "cuda/dequant.cuh"
@@ -414,22 +413,15 @@ size_t weight_streamer_staged_bytes(int64_t num_tokens, int64_t k) {
 
 int32_t choose_stream_splits(int64_t num_tokens, int64_t k) {
   const int64_t k_blocks = k / 64;
-  // No empty split: with per = ceil(k_blocks / splits), use ceil(k_blocks / per).
-  const auto without_empty_split = [&](int64_t splits) {
-    const int64_t per = (k_blocks + splits - 1) / splits;
-    return int32_t((k_blocks + per - 1) / per);
-  };
-  if (const char* env = std::getenv("NVFP4MOE_STREAM_SPLITS")) {  // experiments only
-    const int forced = std::atoi(env);
-    if (forced >= 1) return without_empty_split(std::min<int64_t>({forced, kMaxStreamSplits, k_blocks}));
-  }
+  if (const int64_t forced = forced_splits("NVFP4MOE_STREAM_SPLITS"))  // experiments only
+    return splits_without_empty(k_blocks, std::min<int64_t>({forced, kMaxStreamSplits, k_blocks}));
   const auto fits = [&](int64_t splits, size_t budget) {
     const int64_t split_k = (k_blocks + splits - 1) / splits * 64;
     return weight_streamer_staged_bytes(num_tokens, split_k) + 2 * kStreamStageBytes <= budget;
   };
   if (fits(1, kStreamTwoCtaBytes)) return 1;
   for (int64_t splits = 2; splits <= std::min<int64_t>(kMaxStreamSplits, k_blocks); ++splits)
-    if (fits(splits, kStreamTwoCtaBytes)) return without_empty_split(splits);
+    if (fits(splits, kStreamTwoCtaBytes)) return splits_without_empty(k_blocks, splits);
   return 1;
 }
 

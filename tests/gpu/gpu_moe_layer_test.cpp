@@ -287,17 +287,10 @@ TEST_F(GpuMoeLayer, OverlappedLaunchesEqualSerialOnes) {
     ASSERT_OK(serial_status);
     ASSERT_OK(enqueue(&direct));
     ASSERT_OK(ctx->check_device_status(stream));
-    cudaGraph_t graph;
-    ASSERT_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
-    const Status captured = enqueue(&graphed);
-    ASSERT_CUDA(cudaStreamEndCapture(stream, &graph));
-    ASSERT_OK(captured);
-    cudaGraphExec_t exec;
-    ASSERT_CUDA(cudaGraphInstantiate(&exec, graph, 0));
-    ASSERT_CUDA(cudaGraphLaunch(exec, stream));
+    CapturedGraph graph;
+    ASSERT_OK(graph.capture(stream, [&] { return enqueue(&graphed); }));
+    ASSERT_CUDA(graph.launch(stream));
     ASSERT_OK(ctx->check_device_status(stream));
-    cudaGraphExecDestroy(exec);
-    cudaGraphDestroy(graph);
     for (int r = 0; r < kCalls; ++r) {
       const std::vector<float> want = to_host<float>(serial[r], c.T * c.H);
       for (size_t i = 0; i < want.size(); ++i) ASSERT_FALSE(std::isnan(want[i])) << "T=" << T << " call " << r;
@@ -324,18 +317,12 @@ TEST_F(GpuMoeLayer, GraphCaptureAndReplay) {
 
   cuda::DeviceBuffer dout = poisoned_floats(c.T * c.H);
   cuda::CudaMoeLayerArgs a = moe_layer_args(layer, dx, dids, dw, c.T, c.k, dout);
-  cudaGraph_t graph;
-  ASSERT_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
-  ASSERT_OK(cuda::moe_layer(*ctx, a, stream));
-  ASSERT_CUDA(cudaStreamEndCapture(stream, &graph));
-  cudaGraphExec_t exec;
-  ASSERT_CUDA(cudaGraphInstantiate(&exec, graph, 0));
-  ASSERT_CUDA(cudaGraphLaunch(exec, stream));
+  CapturedGraph graph;
+  ASSERT_OK(graph.capture(stream, [&] { return cuda::moe_layer(*ctx, a, stream); }));
+  ASSERT_CUDA(graph.launch(stream));
   ASSERT_CUDA(cudaStreamSynchronize(stream));
   const std::vector<float> replayed = to_host<float>(dout, c.T * c.H);
   EXPECT_EQ(0, std::memcmp(direct.data(), replayed.data(), direct.size() * 4));
-  cudaGraphExecDestroy(exec);
-  cudaGraphDestroy(graph);
 }
 
 }  // namespace

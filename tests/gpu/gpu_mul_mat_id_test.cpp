@@ -316,15 +316,9 @@ TEST_F(GpuMulMatId, WeightStreamerKSplit) {
     a.schedule = s;
     poison_and([&] { ASSERT_OK(cuda::mul_mat_id(*ctx, a, stream)); });
   }
-  cudaGraph_t graph;
-  ASSERT_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
-  ASSERT_OK(cuda::mul_mat_id(*ctx, a, stream));
-  ASSERT_CUDA(cudaStreamEndCapture(stream, &graph));
-  cudaGraphExec_t exec;
-  ASSERT_CUDA(cudaGraphInstantiate(&exec, graph, 0));
-  for (int i = 0; i < 3; ++i) poison_and([&] { ASSERT_CUDA(cudaGraphLaunch(exec, stream)); });
-  cudaGraphExecDestroy(exec);
-  cudaGraphDestroy(graph);
+  CapturedGraph graph;
+  ASSERT_OK(graph.capture(stream, [&] { return cuda::mul_mat_id(*ctx, a, stream); }));
+  for (int i = 0; i < 3; ++i) poison_and([&] { ASSERT_CUDA(graph.launch(stream)); });
   if (HasFatalFailure()) return;
   for (size_t i = 0; i < outs[0].size(); ++i) ASSERT_FALSE(std::isnan(outs[0][i])) << "y[" << i << "] not written";
   for (size_t r = 1; r < outs.size(); ++r)
@@ -410,18 +404,12 @@ void GpuMulMatId::capture_and_replay(int64_t T) {
 
   cuda::DeviceBuffer dy2 = poisoned_floats(T * k * N);
   a.y = dy2.get();
-  cudaGraph_t graph;
-  ASSERT_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
-  ASSERT_OK(cuda::mul_mat_id(*ctx, a, stream));
-  ASSERT_CUDA(cudaStreamEndCapture(stream, &graph));
-  cudaGraphExec_t exec;
-  ASSERT_CUDA(cudaGraphInstantiate(&exec, graph, 0));
-  for (int i = 0; i < 3; ++i) ASSERT_CUDA(cudaGraphLaunch(exec, stream));
+  CapturedGraph graph;
+  ASSERT_OK(graph.capture(stream, [&] { return cuda::mul_mat_id(*ctx, a, stream); }));
+  for (int i = 0; i < 3; ++i) ASSERT_CUDA(graph.launch(stream));
   ASSERT_CUDA(cudaStreamSynchronize(stream));
   const std::vector<float> replayed = to_host<float>(dy2, T * k * N);
   EXPECT_EQ(0, std::memcmp(direct.data(), replayed.data(), direct.size() * 4));
-  cudaGraphExecDestroy(exec);
-  cudaGraphDestroy(graph);
 }
 
 // Bad ids live on the device: the plan kernel refuses them, writes nothing,
@@ -613,16 +601,12 @@ TEST_F(GpuMulMatId, DevicePlanInGraphReplays) {
   const int32_t block = 128;
   ASSERT_OK(ctx->reserve(T, k, E, 64));
   cuda::DeviceBuffer dids = to_device(random_ids(rng, T, k, E));
-  cudaGraph_t graph;
-  ASSERT_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
-  ASSERT_OK(cuda::build_plan(*ctx, dids.as<int32_t>(), T, k, E, block, stream));
-  ASSERT_CUDA(cudaStreamEndCapture(stream, &graph));
-  cudaGraphExec_t exec;
-  ASSERT_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+  CapturedGraph graph;
+  ASSERT_OK(graph.capture(stream, [&] { return cuda::build_plan(*ctx, dids.as<int32_t>(), T, k, E, block, stream); }));
   for (int replay = 0; replay < 4; ++replay) {
     const std::vector<int32_t> ids = random_ids(rng, T, k, E);
     ASSERT_CUDA(cudaMemcpy(dids.get(), ids.data(), ids.size() * sizeof(int32_t), cudaMemcpyHostToDevice));
-    ASSERT_CUDA(cudaGraphLaunch(exec, stream));
+    ASSERT_CUDA(graph.launch(stream));
     RoutingPlan gpu, cpu;
     ASSERT_OK(cuda::download_plan(*ctx, stream, &gpu));
     ASSERT_OK(build_routing_plan(ids.data(), T, k, E, PlanOptions{block}, &cpu));
@@ -631,8 +615,6 @@ TEST_F(GpuMulMatId, DevicePlanInGraphReplays) {
     EXPECT_EQ(gpu.offsets, cpu.offsets) << "replay " << replay;
     EXPECT_EQ(gpu.jobs.size(), cpu.jobs.size()) << "replay " << replay;
   }
-  cudaGraphExecDestroy(exec);
-  cudaGraphDestroy(graph);
 }
 
 }  // namespace

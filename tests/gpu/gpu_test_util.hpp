@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <random>
 #include <vector>
@@ -55,6 +56,36 @@ std::vector<T> to_host(const cuda::DeviceBuffer& b, size_t n) {
   if (n) EXPECT_EQ(cudaMemcpy(v.data(), b.get(), n * sizeof(T), cudaMemcpyDeviceToHost), cudaSuccess);
   return v;
 }
+
+// A stream capture of enqueue() in global mode (any host synchronization
+// inside would invalidate it), instantiated; freed with the object.
+class CapturedGraph {
+ public:
+  CapturedGraph() = default;
+  CapturedGraph(const CapturedGraph&) = delete;
+  CapturedGraph& operator=(const CapturedGraph&) = delete;
+  ~CapturedGraph() {
+    if (exec_) cudaGraphExecDestroy(exec_);
+    if (graph_) cudaGraphDestroy(graph_);
+  }
+  // enqueue()'s Status, or the capture's own error.
+  Status capture(cudaStream_t stream, const std::function<Status()>& enqueue) {
+    if (cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal) != cudaSuccess)
+      return make_status(StatusCode::kDeviceError, "cudaStreamBeginCapture: ", cudaGetErrorString(cudaGetLastError()));
+    const Status enqueued = enqueue();
+    const cudaError_t ended = cudaStreamEndCapture(stream, &graph_);
+    if (!enqueued.ok()) return enqueued;
+    if (ended != cudaSuccess) return make_status(StatusCode::kDeviceError, "cudaStreamEndCapture: ", cudaGetErrorString(ended));
+    if (cudaGraphInstantiate(&exec_, graph_, 0) != cudaSuccess)
+      return make_status(StatusCode::kDeviceError, "cudaGraphInstantiate: ", cudaGetErrorString(cudaGetLastError()));
+    return ok_status();
+  }
+  cudaError_t launch(cudaStream_t stream) const { return cudaGraphLaunch(exec_, stream); }
+
+ private:
+  cudaGraph_t graph_ = nullptr;
+  cudaGraphExec_t exec_ = nullptr;
+};
 
 // A device buffer of n floats filled with NaN, so unwritten outputs show.
 inline cuda::DeviceBuffer poisoned_floats(size_t n) {

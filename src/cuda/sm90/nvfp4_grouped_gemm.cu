@@ -61,16 +61,8 @@ int32_t choose_k_splits(int64_t num_tokens, int64_t top_k, int64_t num_experts, 
                         int32_t block_t, int num_sms) {
   if (block_t != kBlockTNarrow) return 1;
   const int64_t k_blocks = k / 64;
-  // No empty split (a consumer with an empty K range would release a stage
-  // it never took): with per = ceil(k_blocks / splits), use ceil(k_blocks / per).
-  const auto without_empty_split = [&](int64_t splits) {
-    const int64_t per = (k_blocks + splits - 1) / splits;
-    return int32_t((k_blocks + per - 1) / per);
-  };
-  if (const char* env = std::getenv("NVFP4MOE_K_SPLITS")) {  // experiments only
-    const int forced = std::atoi(env);
-    if (forced >= 1) return without_empty_split(std::min<int64_t>(forced, k_blocks));
-  }
+  if (const int64_t forced = forced_splits("NVFP4MOE_K_SPLITS"))  // experiments only
+    return splits_without_empty(k_blocks, std::min(forced, k_blocks));
   constexpr int kChunks = sm90::TileConfig<kBlockTNarrow>::kChunks;
   // Each split pays a tile set-up, an epilogue and a partial write, so split
   // only when most SMs would idle, into long pieces (H200: 6 splits of 5-6
@@ -82,7 +74,7 @@ int32_t choose_k_splits(int64_t num_tokens, int64_t top_k, int64_t num_experts, 
   if (2 * items >= num_sms) return 1;
   const int64_t splits = std::min((int64_t(num_sms) + items - 1) / std::max<int64_t>(items, 1),
                                   std::max<int64_t>(k_blocks / kMinBlocksPerSplit, 1));
-  return without_empty_split(std::max<int64_t>(splits, 1));
+  return splits_without_empty(k_blocks, std::max<int64_t>(splits, 1));
 }
 
 Status launch_grouped_gemm(const GemmParams& p, int32_t block_t, int num_sms, cudaStream_t stream) {
