@@ -41,4 +41,17 @@ __device__ __forceinline__ uint64_t smem_desc_kmajor_sw128(const void* tile) {
   return desc;
 }
 
+// The same descriptor, marked warp-uniform for ptxas: the start address goes
+// through a shuffle from lane 0 (every lane holds the same value) and the
+// constant high word stays a constant. NOTES: without it ptxas builds each
+// wgmma's descriptor in vector registers and moves both words to uniform
+// ones (a lop3, an IMAD move of the high word and two R2UR per wgmma, 16
+// instructions per fragment step); with it, one shuffle, one R2UR and
+// uniform-pipe adds for the k16 offsets (SASS: the narrow tile's step 112 ->
+// 105 instructions, the medium tile's 107 -> 97). The warp must be converged.
+__device__ __forceinline__ uint64_t smem_desc_kmajor_sw128_uniform(const void* tile) {
+  const uint64_t desc = smem_desc_kmajor_sw128(tile);
+  return (desc & 0xFFFFFFFF00000000ull) | __shfl_sync(0xFFFFFFFFu, uint32_t(desc), 0);
+}
+
 }  // namespace nvfp4moe::cuda::ptx

@@ -279,7 +279,7 @@ __device__ __forceinline__ void mma_tile(const GemmParams& p, SharedStorage<kBlo
       const FragmentRef f = fragment_ref(st.w[c], t);
       dequant_fragment(*reinterpret_cast<const uint4*>(f.codes), *reinterpret_cast<const uint2*>(f.scales),
                        kScaleCodeMul, abuf);
-      const uint64_t desc = ptx::smem_desc_kmajor_sw128(st.x);
+      const uint64_t desc = ptx::smem_desc_kmajor_sw128_uniform(st.x);
       ptx::wgmma_fence();
 #pragma unroll
       for (int step = 0; step < 4; ++step) {
