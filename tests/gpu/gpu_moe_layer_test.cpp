@@ -113,13 +113,6 @@ TEST_F(GpuMoeLayer, DecodeSingleToken) { check({64, 1024, 256, 1, 8, false, Acti
 TEST_F(GpuMoeLayer, DecodeTwoTokensOaiMerged) { check({32, 512, 320, 2, 4, true, Activation::kSwiGLUOai}); }
 TEST_F(GpuMoeLayer, DecodeEightTokensOaiMerged) { check({32, 512, 320, 8, 4, true, Activation::kSwiGLUOai}); }
 
-// NVFP4MOE_STREAM_SPLITS for one scope (experiments variable; unset on exit).
-struct ForcedStreamSplits {
-  explicit ForcedStreamSplits(const char* n) {
-    if (n) setenv("NVFP4MOE_STREAM_SPLITS", n, 1);
-  }
-  ~ForcedStreamSplits() { unsetenv("NVFP4MOE_STREAM_SPLITS"); }
-};
 // Both decode streamers split K (gate_up over H = 1024 into 3, down over
 // F = 512 into 3; each split CTA stages its part of the rows, the last one
 // adds the splits), down overlapping gate_up with its own counters.

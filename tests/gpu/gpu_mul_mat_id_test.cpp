@@ -279,16 +279,11 @@ TEST_F(GpuMulMatId, WeightStreamerKSplit) {
   ASSERT_EQ(2, cuda::choose_stream_splits(4, 14336));
   check_case({8, 256, 14336, 4, 2, true}, "stream-split-policy");
   if (HasFatalFailure()) return;
-  // Forced split counts, unset again on every way out of the test.
-  struct ForcedSplits {
-    explicit ForcedSplits(const char* n) { setenv("NVFP4MOE_STREAM_SPLITS", n, 1); }
-    ~ForcedSplits() { unsetenv("NVFP4MOE_STREAM_SPLITS"); }
-  };
   {
-    const ForcedSplits three("3");
+    const ForcedStreamSplits three("3");
     check_case({16, 256, 1024, 3, 4, true}, "stream-split-3-T3");
   }
-  const ForcedSplits eight("8");
+  const ForcedStreamSplits eight("8");
   for (DType xd : {DType::kF32, DType::kBF16})
     for (DType yd : {DType::kF32, DType::kBF16}) {
       check_case({16, 256, 4096, 1, 4, false, xd, yd}, "stream-split-8");

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <memory>
@@ -85,6 +86,17 @@ class CapturedGraph {
  private:
   cudaGraph_t graph_ = nullptr;
   cudaGraphExec_t exec_ = nullptr;
+};
+
+// NVFP4MOE_STREAM_SPLITS (an experiments variable: the weight streamer's K
+// split count) for one scope; nullptr leaves the policy's. Unset on exit.
+struct ForcedStreamSplits {
+  explicit ForcedStreamSplits(const char* splits) {
+    if (splits) setenv("NVFP4MOE_STREAM_SPLITS", splits, 1);
+  }
+  ~ForcedStreamSplits() { unsetenv("NVFP4MOE_STREAM_SPLITS"); }
+  ForcedStreamSplits(const ForcedStreamSplits&) = delete;
+  ForcedStreamSplits& operator=(const ForcedStreamSplits&) = delete;
 };
 
 // A device buffer of n floats filled with NaN, so unwritten outputs show.

@@ -31,13 +31,7 @@ __device__ __forceinline__ uint32_t prmt(uint32_t a, uint32_t b, uint32_t select
   return d;
 }
 
-__device__ __forceinline__ uint32_t mul_bf16x2(uint32_t a, uint32_t b) {
-  uint32_t d;
-  asm("mul.rn.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
-  return d;
-}
-
-// a * {b.lo, b.lo} and a * {b.hi, b.hi}. NOTES: ptxas folds the {h, h}
+// a * {b.lo, b.lo} and a * {b.hi, b.hi} (mul.rn.bf16x2). NOTES: ptxas folds the {h, h}
 // move into the multiply's operand swizzle (HMUL2 ..., R.H0_H0 / .H1_H1),
 // so broadcasting a half costs no instruction; a prmt that builds the same
 // register does not fold.
