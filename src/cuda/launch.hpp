@@ -163,9 +163,9 @@ inline int64_t weight_streamer_ctas(int64_t n, bool swiglu, int64_t num_tokens, 
   return n / (swiglu ? 128 : 64) * num_tokens * top_k;
 }
 // Host policy: the streamer's K split, from shapes and T only (never the
-// routing): split only where the staged activation rows of the whole K
-// leave room for one CTA per SM (kStreamOneCtaBytes), into the fewest
-// splits whose rows let two CTAs share an SM (kStreamTwoCtaBytes). Worked
+// routing): split only where the staged activation rows of the whole K do
+// not let two CTAs share an SM (kStreamTwoCtaBytes), into the fewest splits
+// whose rows do. Worked
 // example: mixtral down (K = 14336) at T = 3, 4 stages 4 x 28 KB of rows ->
 // 2 splits of 57 KB; at T = 1, 2 and on every other preset's shapes -> 1.
 // NOTES: H200 sweep of forced splits 1, 2, 3, 4, 6 over the four presets'
