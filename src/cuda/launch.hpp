@@ -165,9 +165,9 @@ inline int64_t weight_streamer_ctas(int64_t n, bool swiglu, int64_t num_tokens, 
 // Host policy: the streamer's K split, from shapes and T only (never the
 // routing): split only where the staged activation rows of the whole K do
 // not let two CTAs share an SM (kStreamTwoCtaBytes), into the fewest splits
-// whose rows do. Worked
-// example: mixtral down (K = 14336) at T = 3, 4 stages 4 x 28 KB of rows ->
-// 2 splits of 57 KB; at T = 1, 2 and on every other preset's shapes -> 1.
+// whose rows do; the count never falls as K grows. Worked example: mixtral
+// down (K = 14336) at T = 3, 4 stages 4 x 28 KB of rows -> 2 splits of 57 KB;
+// at T = 1, 2 and on every other preset's shapes -> 1.
 // NOTES: H200 sweep of forced splits 1, 2, 3, 4, 6 over the four presets'
 // gate_up, down and layer at T = 1, 2, 4 (bench/results/
 // 2026-11-30-h200-stream-k-splits-sweep.json): splitting a grid that

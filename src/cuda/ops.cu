@@ -297,9 +297,13 @@ Status Context::reserve(int64_t num_tokens, int64_t top_k, int64_t num_experts, 
   const int64_t split_rows = std::min<int64_t>(pairs, 2 * int64_t(m.num_sms) * 32);
   const int64_t partial = 2 * int64_t(m.num_sms) * 256 * 32 + split_rows * 2 * max_cols;
   NVFP4MOE_RETURN_IF_ERROR(m.grow(&m.partial_f32, sizeof(float) * partial, nullptr, "partial_f32"));
-  const int64_t stream_pairs = std::min<int64_t>(num_tokens, kStreamMaxTokens) * top_k;
-  for (const int set : {Impl::kStreamFirst, Impl::kStreamSecond})
-    NVFP4MOE_RETURN_IF_ERROR(m.grow_stream(set, stream_pairs, max_cols, kMaxStreamSplits, nullptr));
+  // The streamer's K-split workspace, where a K of up to max_cols would
+  // split (the split count only grows with K).
+  const int64_t stream_tokens = std::min<int64_t>(num_tokens, kStreamMaxTokens);
+  const int32_t stream_splits = choose_stream_splits(stream_tokens, max_cols);
+  if (stream_splits > 1)
+    for (const int set : {Impl::kStreamFirst, Impl::kStreamSecond})
+      NVFP4MOE_RETURN_IF_ERROR(m.grow_stream(set, stream_tokens * top_k, max_cols, stream_splits, nullptr));
   return ok_status();
 }
 
@@ -450,8 +454,8 @@ Status gemm_params(Context::Impl& m, const DeviceExpertWeights& w, Schedule sche
 
 // Params of the weight streamer: no plan, the kernel reads the ids and
 // writes the plan's status word. F32 activations are read as they are.
-// The streamer's parameters; `set` picks its K-split workspace
-// (Context::Impl::kStreamFirst / kStreamSecond).
+// `set` picks its K-split workspace (Context::Impl::kStreamFirst /
+// kStreamSecond).
 Status streamer_params(Context::Impl& m, const DeviceExpertWeights& w, const int32_t* ids, int64_t num_tokens,
                        int64_t top_k, const void* x, DType x_dtype, int set, cudaStream_t stream, GemmParams* out) {
   if (x_dtype != DType::kF32 && x_dtype != DType::kBF16)
