@@ -70,6 +70,11 @@ TEST(CudaHostPolicy, StreamSplitsFollowTheWorkedExample) {
   EXPECT_EQ(1, cuda::choose_stream_splits(1, 14336));
   EXPECT_EQ(1, cuda::choose_stream_splits(4, 7168));  // deepseek gate_up
   EXPECT_EQ(1, cuda::choose_stream_splits(4, 2048));
+  // Context::reserve sizes the workspace by the count at K = max_cols.
+  for (int64_t T = 1; T <= cuda::kStreamMaxTokens; ++T)
+    for (int64_t kb = 2; kb <= 400; ++kb)
+      EXPECT_LE(cuda::choose_stream_splits(T, (kb - 1) * 64), cuda::choose_stream_splits(T, kb * 64))
+          << "T " << T << ", K blocks " << kb;
   for (int forced = 2; forced <= cuda::kMaxStreamSplits + 2; ++forced) {
     ASSERT_EQ(0, setenv("NVFP4MOE_STREAM_SPLITS", std::to_string(forced).c_str(), 1));
     for (int64_t kb = 1; kb <= 64; ++kb) {
