@@ -43,15 +43,10 @@ __device__ __forceinline__ uint32_t scale_pair_bf16x2(uint32_t scale_word, int s
 // Exact: e2m1 * S * 2^-10 has at most 6 significant bits and stays in BF16's
 // normal range.
 __device__ __forceinline__ void dequant_e2m1x8_bf16(uint32_t word, uint32_t f, uint32_t (&a)[4]) {
-  constexpr uint32_t kMask = 0x81C081C0u;
-  const uint32_t p0 = word & kMask;
-  const uint32_t p1 = (word << 3) & kMask;
-  const uint32_t p2 = (word << 6) & kMask;
-  const uint32_t p3 = ((word << 1) & 0x80008000u) | ((word >> 5) & 0x01000100u) | ((word >> 4) & 0x00C000C0u);
-  a[0] = ptx::mul_bf16x2_by_lo(p0, f);
-  a[1] = ptx::mul_bf16x2_by_hi(p1, f);
-  a[2] = ptx::mul_bf16x2_by_lo(p2, f);
-  a[3] = ptx::mul_bf16x2_by_hi(p3, f);
+  a[0] = ptx::mul_bf16x2_by_lo(sm90::pair_bf16x2_bits(word, 0), f);
+  a[1] = ptx::mul_bf16x2_by_hi(sm90::pair_bf16x2_bits(word, 1), f);
+  a[2] = ptx::mul_bf16x2_by_lo(sm90::pair_bf16x2_bits(word, 2), f);
+  a[3] = ptx::mul_bf16x2_by_hi(sm90::pair_bf16x2_bits(word, 3), f);
 }
 
 // Where thread t (0..127, i.e. warp t / 32 of the 64-row chunk's four) finds

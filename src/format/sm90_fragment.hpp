@@ -10,12 +10,18 @@
 // Those 8 nibbles are one uint32 word, codes[t][s], so a thread reads its
 // whole k64 fragment with one 16-byte shared-memory load.
 //
-// Inside the word each E2M1 code (s e1 e0 m) is bit-placed so that
-//   (word << shift) & 0x81C081C0
-// lands sign at bit 15, e1 e0 m at bits 8..6 of each bf16 half: the bf16 value
-// is then exactly e2m1 * 2^-126 (the exponent field is e1e0, so code 0.5
-// becomes the bf16 subnormal 2^-127; mul.bf16x2 keeps subnormals). p0, p1,
-// p2 use shifts 0, 3, 6; p3 takes the four bits left over and needs three.
+// Inside the word each E2M1 code (s e1 e0 m) is bit-placed so that one or
+// two shift-and-mask pieces (pair_bf16x2_bits) land sign at bit 15 and
+// e1 e0 m at bits 8..6 of each bf16 half: the bf16 value is then exactly
+// e2m1 * 2^-126 (the exponent field is e1e0, so code 0.5 becomes the bf16
+// subnormal 2^-127; mul.bf16x2 keeps subnormals). Pair 0 is the word
+// masked, pair 1 the word shifted left 6, pair 2 rotated left 12, pair 3
+// two pieces (shifted left 2 and right 6). NOTES: shifted copies of the
+// mask's half pattern {6, 7, 8, 15} cannot tile 16 bits (1+x+x^2+x^9 has no
+// cyclotomic factor but 1+x, so it tiles no period), so one pair needs two
+// pieces; a search over shifts, rotations and byte permutes of one word
+// found no layout under 9 instructions per word (this one: 5 LOP3, 2 SHF,
+// 2 IMAD shifts; the previous one, shifts 0, 3, 6 and three pieces, 11).
 //
 // Scales: word[warp][g][j] (j = 0, 1) packs scale codes
 //   byte0 = C(16w+g, 2j), byte1 = C(16w+g, 2j+1), byte2 = C(16w+g+8, 2j), byte3 = C(16w+g+8, 2j+1)
@@ -48,14 +54,36 @@ struct NibbleBits {
   uint8_t sign, e1, e0, m;  // bit positions inside the uint32 code word
 };
 
-// Bit positions of the element of pair p (0..3), half h (0 = lower k).
+// Bit positions of the element of pair p (0..3), half h (0 = lower k):
+// where pair_bf16x2_bits finds them.
 NVFP4MOE_HD NibbleBits nibble_bits(int p, int h) {
   const uint8_t o = static_cast<uint8_t>(16 * h);
   switch (p) {
     case 0: return {uint8_t(15 + o), uint8_t(8 + o), uint8_t(7 + o), uint8_t(6 + o)};
-    case 1: return {uint8_t(12 + o), uint8_t(5 + o), uint8_t(4 + o), uint8_t(3 + o)};
-    case 2: return {uint8_t(9 + o), uint8_t(2 + o), uint8_t(1 + o), uint8_t(0 + o)};
-    default: return {uint8_t(14 + o), uint8_t(13 + o), uint8_t(11 + o), uint8_t(10 + o)};
+    case 1: return {uint8_t(9 + o), uint8_t(2 + o), uint8_t(1 + o), uint8_t(0 + o)};
+    // Rotated by 12: half 0's e1 e0 m come from the top of the word.
+    case 2: return h == 0 ? NibbleBits{3, 28, 27, 26} : NibbleBits{19, 12, 11, 10};
+    default: return {uint8_t(13 + o), uint8_t(14 + o), uint8_t(5 + o), uint8_t(4 + o)};
+  }
+}
+
+NVFP4MOE_HD uint32_t rotate_left(uint32_t x, int r) {
+#if defined(__CUDA_ARCH__)
+  return __funnelshift_l(x, x, r);
+#else
+  return x << r | x >> (32 - r);
+#endif
+}
+
+// The bf16x2 bits of pair p of a code word, e2m1 * 2^-126 in each half:
+// the device's decode (dequant.cuh) and the host test's.
+NVFP4MOE_HD uint32_t pair_bf16x2_bits(uint32_t word, int p) {
+  constexpr uint32_t kMask = 0x81C081C0u;  // sign 15, e1 e0 m 8..6 of each half
+  switch (p) {
+    case 0: return word & kMask;
+    case 1: return (word << 6) & kMask;
+    case 2: return rotate_left(word, 12) & kMask;
+    default: return ((word << 2) & 0x80C080C0u) | ((word >> 6) & 0x01000100u);
   }
 }
 

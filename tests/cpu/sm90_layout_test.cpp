@@ -119,24 +119,12 @@ TEST(Sm90Layout, BadShapesAreRefused) {
   EXPECT_EQ(pack_sm90(w, dummy).code(), StatusCode::kInvalidArgument);
 }
 
-// The register decode of dequant.cuh, in host integers: each pair's bf16x2
-// is (word << shift) & mask (p3: three shifts), giving e2m1 * 2^-126.
-uint32_t emulate_pair(uint32_t word, int p) {
-  constexpr uint32_t kMask = 0x81C081C0u;
-  switch (p) {
-    case 0: return word & kMask;
-    case 1: return (word << 3) & kMask;
-    case 2: return (word << 6) & kMask;
-    default: return ((word << 1) & 0x80008000u) | ((word >> 5) & 0x01000100u) | ((word >> 4) & 0x00C000C0u);
-  }
-}
-
 TEST(Sm90Layout, RegisterDecodeEmulationIsExact) {
   for (int p = 0; p < 4; ++p)
     for (int h = 0; h < 2; ++h)
       for (uint32_t code = 0; code < 16; ++code) {
         const uint32_t word = sm90::place_code(code, sm90::nibble_bits(p, h));
-        const uint32_t pair = emulate_pair(word, p);
+        const uint32_t pair = sm90::pair_bf16x2_bits(word, p);  // dequant.cuh's decode, on the host
         const float got = bf16_bits_to_float((pair >> (16 * h)) & 0xFFFF) * std::ldexp(1.0f, 126);
         const float want = e2m1_to_float(uint8_t(code));
         EXPECT_EQ(got, want) << "pair " << p << " half " << h << " code " << code;
