@@ -284,7 +284,9 @@ __device__ __forceinline__ void mma_tile(const GemmParams& p, SharedStorage<kBlo
 #pragma unroll
       for (int step = 0; step < 4; ++step) {
         // k16 step: +32 bytes along the swizzled row, i.e. +2 in desc units.
-        Mma::mma(acc[b], abuf[step], desc + 2 * step, kb > w.k_begin || step > 0);
+        // The accumulators start at zero, so every wgmma accumulates: a
+        // first-step predicate cost an ISETP and a VOTEU per fragment step.
+        Mma::mma(acc[b], abuf[step], desc + 2 * step, true);
       }
       ptx::wgmma_commit_group();
       ptx::wgmma_wait_group<1>();
