@@ -190,7 +190,7 @@ __global__ void __launch_bounds__(kAllThreads, 3) weight_stream_kernel(const __g
   if (tid == 0) {
     for (int i = 0; i < num_stages; ++i) {
       ptx::mbarrier_init(&s.full[i], 1);
-      ptx::mbarrier_init(&s.empty[i], kThreads / 32);
+      ptx::mbarrier_init(&s.empty[i], kThreads);
     }
     ptx::fence_mbarrier_init();
   }
@@ -295,8 +295,9 @@ __global__ void __launch_bounds__(kAllThreads, 3) weight_stream_kernel(const __g
       codes[u] = *reinterpret_cast<const uint4*>(f.codes);
       scales[u] = *reinterpret_cast<const uint2*>(f.scales);
     }
-    __syncwarp();
-    if (lane == 0) ptx::mbarrier_arrive(&s.empty[slot]);  // the fragments are in registers
+    // Every thread releases the slot after its own loads (as in the GEMM
+    // mainloop): no __syncwarp.
+    ptx::mbarrier_arrive(&s.empty[slot]);
 #pragma unroll
     for (int u = 0; u < 2; ++u) {
       const int32_t kb = it * C::kStageBlocks + wk + u * kWarpsK;

@@ -248,13 +248,12 @@ __device__ __forceinline__ void mma_tile(const GemmParams& p, SharedStorage<kBlo
 #pragma unroll
     for (int i = 0; i < kAcc; ++i) acc[b][i] = 0.0f;
   int prev_stage = -1;
-  // Lane 0 releases a stage for its warp; __syncwarp first orders the other
-  // lanes' fragment loads before that release (the PTX memory model gives no
-  // other edge). racecheck's reports on wide tiles ending inside N were there
-  // before it and remain with it: docs/reliability.md.
+  // Every consumer thread releases the stage it read: each thread's own
+  // fragment loads come before its own arrive, so no __syncwarp is needed
+  // (with one arrive per warp, one was, and it cost a BRA.DIV, a WARPSYNC
+  // and a predicate per fragment step).
   auto release_previous = [&]() {
-    __syncwarp();
-    if (prev_stage >= 0 && lane == 0) ptx::mbarrier_arrive(&s.empty[prev_stage]);
+    if (prev_stage >= 0) ptx::mbarrier_arrive(&s.empty[prev_stage]);
     prev_stage = ps.stage;
     ps.advance<kStages>();
   };
@@ -316,8 +315,7 @@ __device__ __forceinline__ void mma_tile(const GemmParams& p, SharedStorage<kBlo
       release_previous();
     }
   }
-  __syncwarp();
-  if (lane == 0) ptx::mbarrier_arrive(&s.empty[prev_stage]);
+  ptx::mbarrier_arrive(&s.empty[prev_stage]);
 
   // Split K: raw partial sums; the reduction applies alpha once, in order.
   const float* alpha = (p.epilogue == EpilogueKind::kSwiGLU && wg % 2 == 1) ? p.alpha_up : p.alpha;
@@ -440,7 +438,7 @@ __global__ void __launch_bounds__(threads<kBlockT>(), 1) nvfp4_grouped_gemm_kern
   if (threadIdx.x == 0) {
     for (int i = 0; i < kStages; ++i) {
       ptx::mbarrier_init(&s.full[i], kProducerThreads + 1);  // cp.async arrivals + 1 expect_tx arrival
-      ptx::mbarrier_init(&s.empty[i], 4 * Config::kConsumers);  // lane 0 of each consumer warp
+      ptx::mbarrier_init(&s.empty[i], kConsumerThreads);  // every consumer thread
     }
     item_ring_init(s.ring, threads<kBlockT>() / 32);
     ptx::fence_mbarrier_init();
