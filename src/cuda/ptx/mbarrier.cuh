@@ -27,18 +27,13 @@ __device__ __forceinline__ void mbarrier_arrive_expect_tx(uint64_t* bar, uint32_
                : "memory");
 }
 
-// NOTES: bra.uni: the active lanes of a warp test the barrier in the same
-// instruction and see the same phase, so the retry branch never diverges;
-// told so, ptxas drops the convergence check of the next warp-synchronous
-// instruction and the NOP after the wgmma wait (narrow K loop: 210 -> 206
-// instructions per two fragment steps).
 __device__ __forceinline__ void mbarrier_wait_parity(uint64_t* bar, uint32_t parity) {
   asm volatile(
       "{\n"
       ".reg .pred done;\n"
       "WAIT_%=:\n"
       "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
-      "@!done bra.uni WAIT_%=;\n"
+      "@!done bra WAIT_%=;\n"
       "}\n" ::"r"(smem_addr(bar)),
       "r"(parity)
       : "memory");
