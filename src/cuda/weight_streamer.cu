@@ -295,8 +295,8 @@ __global__ void __launch_bounds__(kAllThreads, 3) weight_stream_kernel(const __g
       codes[u] = *reinterpret_cast<const uint4*>(f.codes);
       scales[u] = *reinterpret_cast<const uint2*>(f.scales);
     }
-    // Every thread releases the slot after its own loads (as in the GEMM
-    // mainloop): no __syncwarp.
+    // Every thread releases the slot after its own loads, as in the GEMM
+    // mainloop (nvfp4_grouped_gemm.cuh says why, and what it costs).
     ptx::mbarrier_arrive(&s.empty[slot]);
 #pragma unroll
     for (int u = 0; u < 2; ++u) {
