@@ -20,8 +20,9 @@
 // mask's half pattern {6, 7, 8, 15} cannot tile 16 bits (1+x+x^2+x^9 has no
 // cyclotomic factor but 1+x, so it tiles no period), so one pair needs two
 // pieces; a search over shifts, rotations and byte permutes of one word
-// found no layout under 9 instructions per word (this one: 5 LOP3, 2 SHF,
-// 2 IMAD shifts; the previous one, shifts 0, 3, 6 and three pieces, 11).
+// (scripts/sm90_code_layout_search.py) finds no layout under 9 instructions
+// per word (this one: 5 LOP3, 2 SHF, 2 IMAD shifts; the previous one,
+// shifts 0, 3, 6 and three pieces, 11).
 //
 // Scales: word[warp][g][j] (j = 0, 1) packs scale codes
 //   byte0 = C(16w+g, 2j), byte1 = C(16w+g, 2j+1), byte2 = C(16w+g+8, 2j), byte3 = C(16w+g+8, 2j+1)
