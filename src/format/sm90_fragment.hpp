@@ -72,7 +72,7 @@ NVFP4MOE_HD uint32_t rotate_left(uint32_t x, int r) {
 #if defined(__CUDA_ARCH__)
   return __funnelshift_l(x, x, r);
 #else
-  return x << r | x >> (32 - r);
+  return x << (r & 31) | x >> ((32 - r) & 31);  // no shift by 32 at r = 0
 #endif
 }
 
