@@ -117,7 +117,7 @@ TEST_F(GpuMoeLayer, DecodeEightTokensOaiMerged) { check({32, 512, 320, 8, 4, tru
 // F = 512 into 3; each split CTA stages its part of the rows, the last one
 // adds the splits), down overlapping gate_up with its own counters.
 TEST_F(GpuMoeLayer, DecodeStreamersSplitK) {
-  const ForcedStreamSplits three("3");
+  const ScopedEnv three("NVFP4MOE_STREAM_SPLITS", "3");
   check({64, 1024, 512, 1, 8, false, Activation::kSwiGLU});
   check({32, 1024, 512, 3, 4, true, Activation::kSwiGLUOai});
 }
@@ -241,7 +241,7 @@ TEST_F(GpuMoeLayer, OverlappedLaunchesEqualSerialOnes) {
   };
   for (const Run run : {Run{1, nullptr}, Run{3, nullptr}, Run{40, nullptr}, Run{1, "3"}, Run{3, "3"}}) {
     const int64_t T = run.T;
-    const ForcedStreamSplits forced(run.stream_splits);
+    const ScopedEnv forced("NVFP4MOE_STREAM_SPLITS", run.stream_splits);
     SCOPED_TRACE(run.stream_splits ? "stream splits 3" : "stream splits by policy");
     const LayerCase c{16, 2048, 768, T, 8, false, Activation::kSwiGLU};
     std::mt19937_64 rng(test_seed() + uint64_t(T));

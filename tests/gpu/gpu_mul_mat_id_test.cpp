@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <functional>
 #include <numeric>
+#include <string>
 
 #include "cuda/launch.hpp"
 #include "gpu_test_util.hpp"
@@ -225,6 +226,25 @@ TEST_F(GpuMulMatId, WideTileEndsInsideN) {
         }
 }
 
+// Every token tile over K ranges of 1, 3, 4 and 5 K blocks: the narrow and
+// medium tiles hold two K blocks per stage, so an odd range ends with a
+// stage of one. The narrow tile also with K split 2 and 3 ways (ranges of
+// odd length starting inside K). Tiles and splits are forced through the
+// experiments variables; N = 320 ends the last wide tile inside N.
+TEST_F(GpuMulMatId, EveryTileOverOddAndEvenKBlocks) {
+  for (const char* tile : {"32", "64", "128"})
+    for (const char* splits : {"1", "2", "3"}) {
+      if (std::strcmp(splits, "1") != 0 && std::strcmp(tile, "32") != 0) continue;  // only the narrow tile splits K
+      const ScopedEnv forced_tile("NVFP4MOE_BLOCK_ROWS", tile);
+      const ScopedEnv forced_splits("NVFP4MOE_K_SPLITS", splits);
+      for (int64_t K : {64, 192, 256, 320}) {
+        SCOPED_TRACE(std::string("tile ") + tile + ", K splits " + splits);
+        check_case({8, 320, K, 24, 2, false}, "tile-k-range");
+        if (HasFatalFailure()) return;
+      }
+    }
+}
+
 // The BF16 rows epilogue rounds the same scaled F32 accumulator once, as the
 // F32 tile path does (NVFP4MOE_F32_EPILOGUE=1): BF16 outputs equal bit for
 // bit, on narrow (T = 16), medium (T = 40) and wide (T = 400) tiles, N
@@ -280,10 +300,10 @@ TEST_F(GpuMulMatId, WeightStreamerKSplit) {
   check_case({8, 256, 14336, 4, 2, true}, "stream-split-policy");
   if (HasFatalFailure()) return;
   {
-    const ForcedStreamSplits three("3");
+    const ScopedEnv three("NVFP4MOE_STREAM_SPLITS", "3");
     check_case({16, 256, 1024, 3, 4, true}, "stream-split-3-T3");
   }
-  const ForcedStreamSplits eight("8");
+  const ScopedEnv eight("NVFP4MOE_STREAM_SPLITS", "8");
   for (DType xd : {DType::kF32, DType::kBF16})
     for (DType yd : {DType::kF32, DType::kBF16}) {
       check_case({16, 256, 4096, 1, 4, false, xd, yd}, "stream-split-8");

@@ -88,15 +88,20 @@ class CapturedGraph {
   cudaGraphExec_t exec_ = nullptr;
 };
 
-// NVFP4MOE_STREAM_SPLITS (an experiments variable: the weight streamer's K
-// split count) for one scope; nullptr leaves the policy's. Unset on exit.
-struct ForcedStreamSplits {
-  explicit ForcedStreamSplits(const char* splits) {
-    if (splits) setenv("NVFP4MOE_STREAM_SPLITS", splits, 1);
+// An experiments variable (NVFP4MOE_STREAM_SPLITS, NVFP4MOE_K_SPLITS,
+// NVFP4MOE_BLOCK_ROWS: launch.hpp) set for one scope; a null value leaves
+// the policy's choice. Unset on exit.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (value) setenv(name, value, 1);
   }
-  ~ForcedStreamSplits() { unsetenv("NVFP4MOE_STREAM_SPLITS"); }
-  ForcedStreamSplits(const ForcedStreamSplits&) = delete;
-  ForcedStreamSplits& operator=(const ForcedStreamSplits&) = delete;
+  ~ScopedEnv() { unsetenv(name_); }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  const char* name_;
 };
 
 // A device buffer of n floats filled with NaN, so unwritten outputs show.

@@ -47,7 +47,7 @@
 namespace nvfp4moe::cuda::sm90 {
 
 inline constexpr int kProducerThreads = 128;
-inline constexpr int kKStep = 64;  // K per pipeline stage = one chunk
+inline constexpr int kKStep = 64;  // K per chunk and per fragment step
 inline constexpr int kMinMmaWidth = 32;
 
 // kBlockT -> consumers, pipeline depth and consumer registers. NOTES:
@@ -60,8 +60,12 @@ struct TileConfig;
 // NOTES: stage counts fill the 227 KB of shared memory beside the epilogue
 // tile. ncu of qwen3 gate_up T=2048 at 4 wide stages: 40% of warp stalls
 // were consumers waiting on a full barrier (activations still in flight).
+// kStageBlocks: K blocks per stage, so that a stage holds the two fragment
+// steps of one loop iteration (kStageBlocks * kBlocks == 2): one full-barrier
+// wait, one release and one stage advance per two steps.
 template <> struct TileConfig<32> {
-  static constexpr int kConsumers = 4, kBlocks = 1, kStages = 14, kProducerRegs = 56, kConsumerRegs = 104;
+  static constexpr int kConsumers = 4, kBlocks = 1, kStages = 7, kStageBlocks = 2, kProducerRegs = 56,
+                       kConsumerRegs = 104;
   static constexpr int kChunks = kConsumers * kBlocks;
   static constexpr bool kTakeFromQueue = false;  // scheduler.cuh
 };
@@ -72,7 +76,8 @@ template <> struct TileConfig<32> {
 // path at 112 registers compiles unserialized but ran 0.86-0.97x (A/B at
 // a798b70): small tiles then pay for 64 columns.
 template <> struct TileConfig<64> {
-  static constexpr int kConsumers = 4, kBlocks = 1, kStages = 9, kProducerRegs = 56, kConsumerRegs = 104;
+  static constexpr int kConsumers = 4, kBlocks = 1, kStages = 4, kStageBlocks = 2, kProducerRegs = 56,
+                       kConsumerRegs = 104;
   static constexpr int kChunks = kConsumers * kBlocks;
   static constexpr bool kTakeFromQueue = false;
 };
@@ -82,7 +87,8 @@ template <> struct TileConfig<64> {
 // the activation gather, which a 256-row tile halves per FLOP; the second
 // accumulator set (64 more registers at n128) fits under the 232.
 template <> struct TileConfig<128> {
-  static constexpr int kConsumers = 2, kBlocks = 2, kStages = 6, kProducerRegs = 40, kConsumerRegs = 232;
+  static constexpr int kConsumers = 2, kBlocks = 2, kStages = 6, kStageBlocks = 1, kProducerRegs = 40,
+                       kConsumerRegs = 232;
   static constexpr int kChunks = kConsumers * kBlocks;
   static constexpr bool kTakeFromQueue = true;
 };
@@ -91,9 +97,11 @@ template <int kBlockT>
 struct SharedStorage {
   using Config = TileConfig<kBlockT>;
   static constexpr int kStages = Config::kStages;
+  static_assert(Config::kStageBlocks * Config::kBlocks == 2, "a stage is the two fragment steps of one iteration");
   struct alignas(1024) Stage {
-    uint16_t x[kBlockT * kKStep];                     // [token][64] BF16, 128-byte swizzle
-    uint8_t w[Config::kChunks][kSm90ChunkBytes];      // the tile's weight chunks
+    uint16_t x[Config::kStageBlocks][kBlockT * kKStep];  // per K block: [token][64] BF16, 128-byte swizzle
+    // Per chunk, its K blocks adjacent as in the repacked weights (one copy).
+    uint8_t w[Config::kChunks][Config::kStageBlocks][kSm90ChunkBytes];
   };
   Stage stages[kStages];
   // The epilogue tile: F32, one chunk per consumer (one pass of kBlocks);
@@ -165,6 +173,7 @@ template <int kBlockT>
 __device__ void producer(const GemmParams& p, SharedStorage<kBlockT>& s, int t) {
   constexpr int kStages = SharedStorage<kBlockT>::kStages;
   constexpr int kChunks = TileConfig<kBlockT>::kChunks;
+  constexpr int kStageBlocks = TileConfig<kBlockT>::kStageBlocks;
   using G = GatherShape<kBlockT>;
   const int piece0 = t % G::kThreadsPerRow;
   const int k_blocks = p.k / kKStep;
@@ -184,27 +193,33 @@ __device__ void producer(const GemmParams& p, SharedStorage<kBlockT>& s, int t) 
     const int nb0 = kChunks * w.n_tile;
     const int chunks = min(kChunks, n_blocks - nb0);
     const uint8_t* w0 = p.w_packed + (int64_t(w.expert) * n_blocks + nb0) * k_blocks * kSm90ChunkBytes;
-    for (int kb = w.k_begin; kb < w.k_end; ++kb) {
+    for (int kb = w.k_begin; kb < w.k_end; kb += kStageBlocks) {
+      // The last stage of an odd K range holds one K block.
+      const int blocks = min(kStageBlocks, w.k_end - kb);
       auto& st = s.stages[ps.stage];
       ptx::mbarrier_wait_parity(&s.empty[ps.stage], ps.phase ^ 1);
       if (t == 0) {
-        ptx::mbarrier_arrive_expect_tx(&s.full[ps.stage], chunks * kSm90ChunkBytes);
+        ptx::mbarrier_arrive_expect_tx(&s.full[ps.stage], chunks * blocks * kSm90ChunkBytes);
         for (int c = 0; c < chunks; ++c)
-          ptx::bulk_copy_g2s(st.w[c], w0 + (int64_t(c) * k_blocks + kb) * kSm90ChunkBytes, kSm90ChunkBytes,
-                             &s.full[ps.stage]);
+          ptx::bulk_copy_g2s(st.w[c][0], w0 + (int64_t(c) * k_blocks + kb) * kSm90ChunkBytes,
+                             blocks * kSm90ChunkBytes, &s.full[ps.stage]);
       }
 #pragma unroll
-      for (int i = 0; i < G::kRowsPerThread; ++i) {
-        const int row = t / G::kThreadsPerRow + G::kRowsPerPass * i;
-        // Rows past the tile's wgmma width are never read; rows past its
-        // count but inside the width are zero-filled.
-        if (row < width) {
-          char* dst_row = reinterpret_cast<char*>(st.x) + row * 128;
+      for (int sb = 0; sb < kStageBlocks; ++sb) {
+        if (sb >= blocks) break;
 #pragma unroll
-          for (int j = 0; j < G::kPieces; ++j) {
-            const int piece = j * G::kThreadsPerRow + piece0;
-            ptx::cp_async_16(dst_row + ((piece ^ (row & 7)) << 4), src[i] + kb * kKStep + j * G::kThreadsPerRow * 8,
-                             row < w.num_rows ? 16u : 0u);
+        for (int i = 0; i < G::kRowsPerThread; ++i) {
+          const int row = t / G::kThreadsPerRow + G::kRowsPerPass * i;
+          // Rows past the tile's wgmma width are never read; rows past its
+          // count but inside the width are zero-filled.
+          if (row < width) {
+            char* dst_row = reinterpret_cast<char*>(st.x[sb]) + row * 128;
+#pragma unroll
+            for (int j = 0; j < G::kPieces; ++j) {
+              const int piece = j * G::kThreadsPerRow + piece0;
+              ptx::cp_async_16(dst_row + ((piece ^ (row & 7)) << 4),
+                               src[i] + (kb + sb) * kKStep + j * G::kThreadsPerRow * 8, row < w.num_rows ? 16u : 0u);
+            }
           }
         }
       }
@@ -239,6 +254,7 @@ __device__ __forceinline__ void mma_tile(const GemmParams& p, SharedStorage<kBlo
   using Config = TileConfig<kBlockT>;
   constexpr int kAcc = Mma::kAccumulators;
   constexpr int kBlocks = Config::kBlocks;
+  constexpr int kStageBlocks = Config::kStageBlocks;
   constexpr int kStages = SharedStorage<kBlockT>::kStages;
   constexpr int kConsumerThreads = 128 * Config::kConsumers;
   const int warp = t / 32, lane = t % 32, g = lane / 4, q = lane % 4;
@@ -264,46 +280,52 @@ __device__ __forceinline__ void mma_tile(const GemmParams& p, SharedStorage<kBlo
     // ptxas can prove every accumulator read is behind a wait and keeps
     // the wgmma pipeline unserialized.
     uint32_t a[2][4][4];
-    // One fragment step: chunk b of K block kb into register buffer abuf,
-    // one commit group. The wait retires the previous group, so the buffer
-    // the next step fills is free; after a K block's last chunk the
-    // previous block's stage is released.
-    auto fragment_step = [&](int kb, int b, uint32_t(&abuf)[4][4]) {
+    uint64_t desc = 0;  // the stage's first K block of activations
+    // One fragment step: chunk b of the stage's K block sb into register
+    // buffer abuf, one commit group. The wait retires the previous group,
+    // so the buffer the next step fills is free; after the stage's last
+    // step (last) the previous stage, whose groups are all retired, is
+    // released.
+    auto fragment_step = [&](int sb, int b, uint32_t(&abuf)[4][4], bool last) {
       auto& st = s.stages[ps.stage];
-      if (b == 0) ptx::mbarrier_wait_parity(&s.full[ps.stage], ps.phase);
+      if (sb == 0 && b == 0) {
+        ptx::mbarrier_wait_parity(&s.full[ps.stage], ps.phase);
+        desc = ptx::smem_desc_kmajor_sw128_uniform(st.x[0]);
+      }
       // A chunk past N reads this warpgroup's first chunk instead (a select,
       // not a branch: any branch here serializes the wgmmas, C7513); its
       // products are never stored.
       const int c = b < chunks_active ? chunk_of<kPath, kBlocks, Config::kConsumers>(b, wg)
                                       : chunk_of<kPath, kBlocks, Config::kConsumers>(0, wg);
-      const FragmentRef f = fragment_ref(st.w[c], t);
+      const FragmentRef f = fragment_ref(st.w[c][sb], t);
       dequant_fragment(*reinterpret_cast<const uint4*>(f.codes), *reinterpret_cast<const uint2*>(f.scales),
                        kScaleCodeMul, abuf);
-      const uint64_t desc = ptx::smem_desc_kmajor_sw128_uniform(st.x);
+      // The next K block's tile lies sizeof(st.x[0]) further: in desc units
+      // (16 bytes) a constant, so no second shuffle.
+      const uint64_t block_desc = desc + sb * (sizeof(st.x[0]) >> 4);
       ptx::wgmma_fence();
 #pragma unroll
       for (int step = 0; step < 4; ++step) {
         // k16 step: +32 bytes along the swizzled row, i.e. +2 in desc units.
         // The accumulators start at zero, so every wgmma accumulates: a
         // first-step predicate cost an ISETP and a VOTEU per fragment step.
-        Mma::mma(acc[b], abuf[step], desc + 2 * step, true);
+        Mma::mma(acc[b], abuf[step], block_desc + 2 * step, true);
       }
       ptx::wgmma_commit_group();
       ptx::wgmma_wait_group<1>();
-      if (b == kBlocks - 1) release_previous();
+      if (last) release_previous();
     };
-    // Two fragment steps per iteration (static register buffers): two K
-    // blocks of one chunk, or one K block of two chunks.
-    constexpr int kKbPerIter = 2 / kBlocks;
-    static_assert(kBlocks == 1 || kBlocks == 2, "two A register buffers serve one or two chunks");
+    // One stage per iteration, two fragment steps (static register
+    // buffers): two K blocks of one chunk, or one K block of two chunks.
     int kb = w.k_begin;
-    for (; kb + kKbPerIter <= w.k_end; kb += kKbPerIter) {
+    for (; kb + kStageBlocks <= w.k_end; kb += kStageBlocks) {
 #pragma unroll
-      for (int j = 0; j < kKbPerIter; ++j)
+      for (int sb = 0; sb < kStageBlocks; ++sb)
 #pragma unroll
-        for (int b = 0; b < kBlocks; ++b) fragment_step(kb + j, b, a[j * kBlocks + b]);
+        for (int b = 0; b < kBlocks; ++b)
+          fragment_step(sb, b, a[sb * kBlocks + b], sb == kStageBlocks - 1 && b == kBlocks - 1);
     }
-    if (kb < w.k_end) fragment_step(kb, 0, a[0]);  // kBlocks == 1, odd K range
+    if (kb < w.k_end) fragment_step(0, 0, a[0], true);  // kBlocks == 1: a stage of one K block
     ptx::wgmma_wait_group<0>();
 #pragma unroll
     for (int b = 0; b < kBlocks; ++b) ptx::wgmma_fence_operands(acc[b]);
@@ -311,7 +333,7 @@ __device__ __forceinline__ void mma_tile(const GemmParams& p, SharedStorage<kBlo
     // This warpgroup's chunks are all past N (N % 128 == 64 at the end of
     // N): keep the pipeline bookkeeping in step with the producer and the
     // other warpgroups.
-    for (int kb = w.k_begin; kb < w.k_end; ++kb) {
+    for (int kb = w.k_begin; kb < w.k_end; kb += kStageBlocks) {
       ptx::mbarrier_wait_parity(&s.full[ps.stage], ps.phase);
       release_previous();
     }
