@@ -57,12 +57,16 @@ inline constexpr int kMinMmaWidth = 32;
 // forever. register_budget_fits() below checks it at compile time.
 template <int kBlockT>
 struct TileConfig;
-// NOTES: stage counts fill the 227 KB of shared memory beside the epilogue
-// tile. ncu of qwen3 gate_up T=2048 at 4 wide stages: 40% of warp stalls
+// kStageBlocks: K blocks per stage, one loop iteration: one full-barrier
+// wait, one release, one stage advance and one descriptor per 2 (narrow,
+// medium) or 4 (wide) fragment steps. NOTES: stage counts fill the 227 KB of
+// shared memory beside the epilogue tile. H200 A/Bs: one K block per stage
+// -> two ran 1.28-1.42x on narrow tiles, 1.10-1.14x on medium ones
+// (bench/results/2026-11-30-h200-ab-5900092-two-k-blocks-per-stage.json);
+// four K blocks per narrow stage ran 0.95-1.16x (geomean ~1.0) before its
+// tail was even written (...-ab-probe-four-steps-per-stage.json). ncu of
+// qwen3 gate_up T=2048 at 4 wide stages of one K block: 40% of warp stalls
 // were consumers waiting on a full barrier (activations still in flight).
-// kStageBlocks: K blocks per stage, so that a stage holds the two fragment
-// steps of one loop iteration (kStageBlocks * kBlocks == 2): one full-barrier
-// wait, one release and one stage advance per two steps.
 template <> struct TileConfig<32> {
   static constexpr int kConsumers = 4, kBlocks = 1, kStages = 7, kStageBlocks = 2, kProducerRegs = 56,
                        kConsumerRegs = 104;
@@ -87,7 +91,7 @@ template <> struct TileConfig<64> {
 // the activation gather, which a 256-row tile halves per FLOP; the second
 // accumulator set (64 more registers at n128) fits under the 232.
 template <> struct TileConfig<128> {
-  static constexpr int kConsumers = 2, kBlocks = 2, kStages = 6, kStageBlocks = 1, kProducerRegs = 40,
+  static constexpr int kConsumers = 2, kBlocks = 2, kStages = 3, kStageBlocks = 2, kProducerRegs = 40,
                        kConsumerRegs = 232;
   static constexpr int kChunks = kConsumers * kBlocks;
   static constexpr bool kTakeFromQueue = true;
@@ -97,7 +101,9 @@ template <int kBlockT>
 struct SharedStorage {
   using Config = TileConfig<kBlockT>;
   static constexpr int kStages = Config::kStages;
-  static_assert(Config::kStageBlocks * Config::kBlocks == 2, "a stage is the two fragment steps of one iteration");
+  static_assert(Config::kStageBlocks == 2 && Config::kBlocks <= 2,
+                "two K blocks per stage (an odd K range ends with a stage of one); its fragment steps alternate "
+                "between two register buffers");
   struct alignas(1024) Stage {
     uint16_t x[Config::kStageBlocks][kBlockT * kKStep];  // per K block: [token][64] BF16, 128-byte swizzle
     // Per chunk, its K blocks adjacent as in the repacked weights (one copy).
@@ -315,17 +321,20 @@ __device__ __forceinline__ void mma_tile(const GemmParams& p, SharedStorage<kBlo
       ptx::wgmma_wait_group<1>();
       if (last) release_previous();
     };
-    // One stage per iteration, two fragment steps (static register
-    // buffers): two K blocks of one chunk, or one K block of two chunks.
+    // One stage per iteration, its fragment steps alternating between the
+    // two static register buffers (an even count per stage).
     int kb = w.k_begin;
     for (; kb + kStageBlocks <= w.k_end; kb += kStageBlocks) {
 #pragma unroll
       for (int sb = 0; sb < kStageBlocks; ++sb)
 #pragma unroll
         for (int b = 0; b < kBlocks; ++b)
-          fragment_step(sb, b, a[sb * kBlocks + b], sb == kStageBlocks - 1 && b == kBlocks - 1);
+          fragment_step(sb, b, a[(sb * kBlocks + b) % 2], sb == kStageBlocks - 1 && b == kBlocks - 1);
     }
-    if (kb < w.k_end) fragment_step(0, 0, a[0], true);  // kBlocks == 1: a stage of one K block
+    if (kb < w.k_end) {  // the last stage of an odd K range holds one K block
+#pragma unroll
+      for (int b = 0; b < kBlocks; ++b) fragment_step(0, b, a[b % 2], b == kBlocks - 1);
+    }
     ptx::wgmma_wait_group<0>();
 #pragma unroll
     for (int b = 0; b < kBlocks; ++b) ptx::wgmma_fence_operands(acc[b]);
