@@ -132,7 +132,11 @@ int32_t choose_k_splits(int64_t num_tokens, int64_t top_k, int64_t num_experts, 
 // A/B at 6f2810d (bench/results/2026-11-30-h200-ab-6f2810d-stream-max-tokens-4.json):
 // the streamer at T = 3, 4 is 1.28x faster (geomean; 0.95-1.72x over the 5
 // presets' gate_up, down and layer), so the cut is at 4. T = 5-8 not measured
-// since.
+// since. Again after the narrow tile's two K blocks per stage (97ac1b6,
+// bench/results/2026-11-30-h200-ab-97ac1b6-streamer-against-plan-path-T1-4.json):
+// the streamer still wins at T = 1, 2; at T = 3, 4 the plan path wins on
+// deepseek (1.05-1.18x) but loses on mixtral and gpt-oss (down to 0.76x), so
+// the cut stays at 4.
 inline constexpr int32_t kStreamMaxTokens = 4;
 inline constexpr int32_t kStreamKernelMaxTokens = 8;
 // Its activation rows live in shared memory (bit_ceil(T) x K BF16), within
