@@ -272,10 +272,10 @@ __device__ __forceinline__ void mma_tile(const GemmParams& p, SharedStorage<kBlo
   int prev_stage = -1;
   // Every consumer thread releases the stage it read: each thread's own
   // fragment loads come before its own arrive, an ordering racecheck can
-  // check. NOTES: lane 0's arrive after __syncwarp was 1.3% faster (A/B at
-  // 19f1520, one release per fragment step; now one per 2 or 4 steps) but
-  // drew racecheck reports that this form has not (docs/reliability.md);
-  // which of the two stays is open there.
+  // check. NOTES: lane 0's arrive after __syncwarp was 1.3% faster at one
+  // release per fragment step (A/B at 19f1520) and 1.004x at one per 2 or 4
+  // (A/B at 8549926), and it draws racecheck reports on tests where this
+  // form draws none (docs/reliability.md).
   auto release_previous = [&]() {
     if (prev_stage >= 0) ptx::mbarrier_arrive(&s.empty[prev_stage]);
     prev_stage = ps.stage;
