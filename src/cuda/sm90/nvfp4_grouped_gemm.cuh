@@ -62,7 +62,9 @@ struct TileConfig;
 // medium) or 4 (wide) fragment steps. NOTES: stage counts fill the 227 KB of
 // shared memory beside the epilogue tile. H200 A/Bs: one K block per stage
 // -> two ran 1.28-1.42x on narrow tiles, 1.10-1.14x on medium ones
-// (bench/results/2026-11-30-h200-ab-5900092-two-k-blocks-per-stage.json);
+// (bench/results/2026-11-30-h200-ab-5900092-two-k-blocks-per-stage.json;
+// ncu: the consumers' full-barrier waits 27.5% -> 2.8% of stall samples),
+// 1.018x on wide ones (...-ab-97ac1b6-wide-two-k-blocks-per-stage.json);
 // four K blocks per narrow stage ran 0.95-1.16x (geomean ~1.0) before its
 // tail was even written (...-ab-probe-four-steps-per-stage.json). ncu of
 // qwen3 gate_up T=2048 at 4 wide stages of one K block: 40% of warp stalls
