@@ -226,22 +226,26 @@ TEST_F(GpuMulMatId, WideTileEndsInsideN) {
         }
 }
 
-// Every token tile over K ranges of 1, 3, 4 and 5 K blocks: the narrow and
-// medium tiles hold two K blocks per stage, so an odd range ends with a
-// stage of one. The narrow tile also with K split 2 and 3 ways (ranges of
-// odd length starting inside K). Tiles and splits are forced through the
-// experiments variables; N = 320 ends the last wide tile inside N.
+// Every token tile over K ranges of 1, 3, 4 and 5 K blocks: every tile
+// holds two K blocks per stage, so an odd range ends with a stage of one.
+// The narrow tile also with K split 2 and 3 ways (ranges of odd length
+// starting inside K). Tiles and splits are forced through the experiments
+// variables. T = 24 (about 6 rows per expert) runs every tile's 32-wide
+// wgmma path; T = 200 (about 50) also the medium and wide tiles' 64-wide
+// and the wide tile's 128-wide paths. N = 320 ends the last wide tile
+// inside N.
 TEST_F(GpuMulMatId, EveryTileOverOddAndEvenKBlocks) {
   for (const char* tile : {"32", "64", "128"})
     for (const char* splits : {"1", "2", "3"}) {
       if (std::strcmp(splits, "1") != 0 && std::strcmp(tile, "32") != 0) continue;  // only the narrow tile splits K
       const ScopedEnv forced_tile("NVFP4MOE_BLOCK_ROWS", tile);
       const ScopedEnv forced_splits("NVFP4MOE_K_SPLITS", splits);
-      for (int64_t K : {64, 192, 256, 320}) {
-        SCOPED_TRACE(std::string("tile ") + tile + ", K splits " + splits);
-        check_case({8, 320, K, 24, 2, false}, "tile-k-range");
-        if (HasFatalFailure()) return;
-      }
+      for (int64_t T : {24, 200})
+        for (int64_t K : {64, 192, 256, 320}) {
+          SCOPED_TRACE(std::string("tile ") + tile + ", K splits " + splits);
+          check_case({8, 320, K, T, 2, false}, "tile-k-range");
+          if (HasFatalFailure()) return;
+        }
     }
 }
 
