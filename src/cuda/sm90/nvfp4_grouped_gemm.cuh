@@ -49,6 +49,18 @@ namespace nvfp4moe::cuda::sm90 {
 inline constexpr int kProducerThreads = 128;
 inline constexpr int kKStep = 64;  // K per chunk and per fragment step
 inline constexpr int kMinMmaWidth = 32;
+// K blocks per pipeline stage, for every tile: one loop iteration, so one
+// full-barrier wait, one release, one stage advance and one descriptor per 2
+// (narrow, medium) or 4 (wide) fragment steps; an odd K range ends with a
+// stage of one block. NOTES: H200 A/Bs: one K block per stage -> two ran
+// 1.28-1.42x on narrow tiles, 1.10-1.14x on medium ones
+// (bench/results/2026-11-30-h200-ab-5900092-two-k-blocks-per-stage.json;
+// ncu: the consumers' full-barrier waits 27.5% -> 2.8% of stall samples),
+// 1.018x on wide ones (...-ab-97ac1b6-wide-two-k-blocks-per-stage.json);
+// four K blocks per narrow stage ran 0.95-1.16x (geomean ~1.0) before its
+// tail was even written (...-ab-probe-four-steps-per-stage.json), and a tail
+// of more than one block, written with branches, serializes the wgmmas.
+inline constexpr int kStageBlocks = 2;
 
 // kBlockT -> consumers, pipeline depth and consumer registers. NOTES:
 // setmaxnreg only moves registers inside the CTA's launch allocation
@@ -57,21 +69,12 @@ inline constexpr int kMinMmaWidth = 32;
 // forever. register_budget_fits() below checks it at compile time.
 template <int kBlockT>
 struct TileConfig;
-// kStageBlocks: K blocks per stage, one loop iteration: one full-barrier
-// wait, one release, one stage advance and one descriptor per 2 (narrow,
-// medium) or 4 (wide) fragment steps. NOTES: stage counts fill the 227 KB of
-// shared memory beside the epilogue tile. H200 A/Bs: one K block per stage
-// -> two ran 1.28-1.42x on narrow tiles, 1.10-1.14x on medium ones
-// (bench/results/2026-11-30-h200-ab-5900092-two-k-blocks-per-stage.json;
-// ncu: the consumers' full-barrier waits 27.5% -> 2.8% of stall samples),
-// 1.018x on wide ones (...-ab-97ac1b6-wide-two-k-blocks-per-stage.json);
-// four K blocks per narrow stage ran 0.95-1.16x (geomean ~1.0) before its
-// tail was even written (...-ab-probe-four-steps-per-stage.json). ncu of
-// qwen3 gate_up T=2048 at 4 wide stages of one K block: 40% of warp stalls
-// were consumers waiting on a full barrier (activations still in flight).
+// NOTES: stage counts (of kStageBlocks K blocks each) fill the 227 KB of
+// shared memory beside the epilogue tile. ncu of qwen3 gate_up T=2048 at 4
+// wide stages of one K block: 40% of warp stalls were consumers waiting on a
+// full barrier (activations still in flight).
 template <> struct TileConfig<32> {
-  static constexpr int kConsumers = 4, kBlocks = 1, kStages = 7, kStageBlocks = 2, kProducerRegs = 56,
-                       kConsumerRegs = 104;
+  static constexpr int kConsumers = 4, kBlocks = 1, kStages = 7, kProducerRegs = 56, kConsumerRegs = 104;
   static constexpr int kChunks = kConsumers * kBlocks;
   static constexpr bool kTakeFromQueue = false;  // scheduler.cuh
 };
@@ -82,8 +85,7 @@ template <> struct TileConfig<32> {
 // path at 112 registers compiles unserialized but ran 0.86-0.97x (A/B at
 // a798b70): small tiles then pay for 64 columns.
 template <> struct TileConfig<64> {
-  static constexpr int kConsumers = 4, kBlocks = 1, kStages = 4, kStageBlocks = 2, kProducerRegs = 56,
-                       kConsumerRegs = 104;
+  static constexpr int kConsumers = 4, kBlocks = 1, kStages = 4, kProducerRegs = 56, kConsumerRegs = 104;
   static constexpr int kChunks = kConsumers * kBlocks;
   static constexpr bool kTakeFromQueue = false;
 };
@@ -93,8 +95,7 @@ template <> struct TileConfig<64> {
 // the activation gather, which a 256-row tile halves per FLOP; the second
 // accumulator set (64 more registers at n128) fits under the 232.
 template <> struct TileConfig<128> {
-  static constexpr int kConsumers = 2, kBlocks = 2, kStages = 3, kStageBlocks = 2, kProducerRegs = 40,
-                       kConsumerRegs = 232;
+  static constexpr int kConsumers = 2, kBlocks = 2, kStages = 3, kProducerRegs = 40, kConsumerRegs = 232;
   static constexpr int kChunks = kConsumers * kBlocks;
   static constexpr bool kTakeFromQueue = true;
 };
@@ -103,13 +104,13 @@ template <int kBlockT>
 struct SharedStorage {
   using Config = TileConfig<kBlockT>;
   static constexpr int kStages = Config::kStages;
-  static_assert(Config::kStageBlocks == 2 && Config::kBlocks <= 2,
-                "two K blocks per stage (an odd K range ends with a stage of one); its fragment steps alternate "
-                "between two register buffers");
+  static_assert(kStageBlocks == 2 && Config::kBlocks <= 2,
+                "a partial last stage is one K block, and a stage's fragment steps alternate between two register "
+                "buffers");
   struct alignas(1024) Stage {
-    uint16_t x[Config::kStageBlocks][kBlockT * kKStep];  // per K block: [token][64] BF16, 128-byte swizzle
+    uint16_t x[kStageBlocks][kBlockT * kKStep];  // per K block: [token][64] BF16, 128-byte swizzle
     // Per chunk, its K blocks adjacent as in the repacked weights (one copy).
-    uint8_t w[Config::kChunks][Config::kStageBlocks][kSm90ChunkBytes];
+    uint8_t w[Config::kChunks][kStageBlocks][kSm90ChunkBytes];
   };
   Stage stages[kStages];
   // The epilogue tile: F32, one chunk per consumer (one pass of kBlocks);
@@ -181,7 +182,6 @@ template <int kBlockT>
 __device__ void producer(const GemmParams& p, SharedStorage<kBlockT>& s, int t) {
   constexpr int kStages = SharedStorage<kBlockT>::kStages;
   constexpr int kChunks = TileConfig<kBlockT>::kChunks;
-  constexpr int kStageBlocks = TileConfig<kBlockT>::kStageBlocks;
   using G = GatherShape<kBlockT>;
   const int piece0 = t % G::kThreadsPerRow;
   const int k_blocks = p.k / kKStep;
@@ -262,7 +262,6 @@ __device__ __forceinline__ void mma_tile(const GemmParams& p, SharedStorage<kBlo
   using Config = TileConfig<kBlockT>;
   constexpr int kAcc = Mma::kAccumulators;
   constexpr int kBlocks = Config::kBlocks;
-  constexpr int kStageBlocks = Config::kStageBlocks;
   constexpr int kStages = SharedStorage<kBlockT>::kStages;
   constexpr int kConsumerThreads = 128 * Config::kConsumers;
   const int warp = t / 32, lane = t % 32, g = lane / 4, q = lane % 4;
