@@ -2,6 +2,7 @@
 #include <cuda_bf16.h>
 
 #include <algorithm>
+#include <chrono>
 #include <vector>
 
 #include "cuda/bench_support.hpp"
@@ -57,18 +58,35 @@ const char* cublas_name(cublasStatus_t s) { return cublasGetStatusString(s); }
   } while (0)
 
 // The timed loop of median_us; the caller owns (and destroys) the events.
+// The warm-up lasts at least `warmup` calls and kMinWarmupMs of wall time,
+// so that each case is timed at the clocks its own load settles to. NOTES:
+// H200, status run at 4d87be3 (bench/results/2026-11-30-h200-4d87be3-
+// prefill.json): mixtral down T=16, timed right after gate_up T=8192 (a
+// second of tensor-core work) with 3 warm-up calls, ran 124 us compact and
+// 107 us rect; the same build, in a run that did not follow a heavy case,
+// 93 us both (bench/results/2026-11-30-h200-6734db3-warmup-order.json).
+constexpr double kMinWarmupMs = 30.0;
 Status time_reps(Stream stream, int warmup, int reps, const std::function<Status(int)>& fn, cudaEvent_t* a,
                  cudaEvent_t* b, std::vector<float>* times) {
   NVFP4MOE_CUDA_TRY(cudaEventCreate(a));
   NVFP4MOE_CUDA_TRY(cudaEventCreate(b));
-  for (int i = 0; i < warmup + reps; ++i) {
+  const auto warm_start = std::chrono::steady_clock::now();
+  const auto warm_ms = [&] {
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - warm_start).count();
+  };
+  int warm = 0;
+  for (; warm < warmup || warm_ms() < kMinWarmupMs; ++warm) {  // one call in flight, as when timed
+    NVFP4MOE_RETURN_IF_ERROR(fn(warm));
+    NVFP4MOE_CUDA_TRY(cudaStreamSynchronize(stream));
+  }
+  for (int i = 0; i < reps; ++i) {
     NVFP4MOE_CUDA_TRY(cudaEventRecord(*a, stream));
-    NVFP4MOE_RETURN_IF_ERROR(fn(i));
+    NVFP4MOE_RETURN_IF_ERROR(fn(warm + i));
     NVFP4MOE_CUDA_TRY(cudaEventRecord(*b, stream));
     NVFP4MOE_CUDA_TRY(cudaEventSynchronize(*b));
     float ms = 0;
     NVFP4MOE_CUDA_TRY(cudaEventElapsedTime(&ms, *a, *b));
-    if (i >= warmup) times->push_back(ms * 1000.0f);
+    times->push_back(ms * 1000.0f);
   }
   return ok_status();
 }
