@@ -324,22 +324,24 @@ Status Context::check_device_status(Stream stream) {
 }
 
 int32_t choose_block_rows(int64_t num_tokens, int64_t top_k, int64_t num_experts) {
-  // By the average rows per routed expert: narrow tiles (32 tokens) up to
-  // 8, where few tiles exist and only the narrow tile splits K; the medium
-  // tile (64 tokens, the narrow tile's four dequantizing warpgroups) up to
-  // 24; wide tiles (128 tokens, two warpgroups of two chunks) above.
-  // NOTES: sweeps forcing each tile on the same cases in one call
-  // (bench/results/2026-11-30-h200-946e15f-block-rows-sweep.json,
-  // ...-5a02f83-block-rows-sweep-8-20.json and -24-64.json). Medium against
-  // narrow: 0.98-1.05x with uniform routing at 8-20 rows, 1.00-1.77x with
-  // Zipf(1.2) at 12-20 (an expert of 33-64 rows takes one medium tile
-  // instead of two narrow ones, each streaming its weights). Wide against
-  // medium: 0.85-0.94x with uniform routing at 24 rows, 0.93-0.98x at 32,
-  // but up to 1.39x with Zipf from 24 (mixtral's top expert), and 1.15-1.71x
-  // against the narrow tile the old rule chose at 32. The host sees no
-  // routing: each line sits where the larger tile costs uniform routing
-  // under ~8% and gains more than that on skewed routing.
-  constexpr int64_t kNarrowMaxAvgRows = 8, kMediumMaxAvgRows = 24;
+  // By the average rows per routed expert: narrow tiles (32 tokens) up to 24,
+  // where few experts outgrow one tile and only the narrow tile splits K; the
+  // medium tile (64 tokens, the narrow tile's four dequantizing warpgroups) up
+  // to 32; wide tiles (128 tokens, two warpgroups of two chunks) above. NOTES:
+  // H200 sweeps forcing each tile on the same cases in one call, at stages of
+  // two K blocks (bench/results/2026-11-30-h200-6734db3-block-rows-sweep-
+  // 4-32.json, ...-6734db3-medium-vs-wide-sweep-24-64.json and
+  // ...-6734db3-layer-block-rows-sweep.json). Narrow against medium at 4-24
+  // rows: 1.02-1.18x with uniform routing (every case; 1.02-1.12x in the
+  // layer), and with Zipf(1.2) 0.72-1.20x (an expert of more than 32 rows
+  // takes two narrow tiles; mixtral down at 12-16 rows, 0.72x, then needs a
+  // second wave of its 16 N tiles), so the line moved from 8 to 24: MUL_MAT_ID
+  // within 0.2% of the best forced tile on the uniform cases (was 5.1%) and
+  // 3.0% on the Zipf ones (was 2.4%). At 25-32 medium beats wide by 1.6-5.6%
+  // with uniform routing (geomeans) and by 2-12% in the layer, and loses 3-4%
+  // with Zipf; from 40 wide wins with Zipf (1.05-1.06x geomean) and ties with
+  // uniform routing, and at 64 by 1.1-1.2x.
+  constexpr int64_t kNarrowMaxAvgRows = 24, kMediumMaxAvgRows = 32;
   if (const char* env = std::getenv("NVFP4MOE_BLOCK_ROWS")) {  // experiments only
     const int forced = std::atoi(env);
     if (forced == kBlockTNarrow || forced == kBlockTMedium || forced == kBlockTWide) return forced;

@@ -23,19 +23,19 @@ TEST(CudaHostPolicy, KSplitsFollowTheWorkedExample) {
   EXPECT_EQ(1, cuda::choose_k_splits(1, 8, 128, 1536, 2048, cuda::kBlockTWide, 132));  // wide tiles never split
 }
 
-// Narrow tiles up to 8 rows per expert on average, medium up to 24, wide
-// from 25: qwen3 (k = 8, E = 128) at T = 128, 129, 384, 385, 512; mixtral
-// (k = 2, E = 8) at T = 32, 96, 128. The average rounds up (T = 385 gives
+// Narrow tiles up to 24 rows per expert on average, medium up to 32, wide
+// from 33: qwen3 (k = 8, E = 128) at T = 384, 385, 512, 513; mixtral
+// (k = 2, E = 8) at T = 96, 128, 132. The average rounds up (T = 385 gives
 // 24.06, so 25 rows).
 TEST(CudaHostPolicy, TokenTileFollowsRowsPerExpert) {
   EXPECT_EQ(cuda::kBlockTNarrow, cuda::choose_block_rows(128, 8, 128));
-  EXPECT_EQ(cuda::kBlockTMedium, cuda::choose_block_rows(129, 8, 128));
-  EXPECT_EQ(cuda::kBlockTMedium, cuda::choose_block_rows(384, 8, 128));
-  EXPECT_EQ(cuda::kBlockTWide, cuda::choose_block_rows(385, 8, 128));
-  EXPECT_EQ(cuda::kBlockTWide, cuda::choose_block_rows(512, 8, 128));
-  EXPECT_EQ(cuda::kBlockTNarrow, cuda::choose_block_rows(32, 2, 8));
-  EXPECT_EQ(cuda::kBlockTMedium, cuda::choose_block_rows(96, 2, 8));
-  EXPECT_EQ(cuda::kBlockTWide, cuda::choose_block_rows(128, 2, 8));
+  EXPECT_EQ(cuda::kBlockTNarrow, cuda::choose_block_rows(384, 8, 128));
+  EXPECT_EQ(cuda::kBlockTMedium, cuda::choose_block_rows(385, 8, 128));
+  EXPECT_EQ(cuda::kBlockTMedium, cuda::choose_block_rows(512, 8, 128));
+  EXPECT_EQ(cuda::kBlockTWide, cuda::choose_block_rows(513, 8, 128));
+  EXPECT_EQ(cuda::kBlockTNarrow, cuda::choose_block_rows(96, 2, 8));
+  EXPECT_EQ(cuda::kBlockTMedium, cuda::choose_block_rows(128, 2, 8));
+  EXPECT_EQ(cuda::kBlockTWide, cuda::choose_block_rows(132, 2, 8));
   EXPECT_EQ(cuda::kBlockTNarrow, cuda::choose_block_rows(1, 8, 256));
   ASSERT_EQ(0, setenv("NVFP4MOE_BLOCK_ROWS", "128", 1));  // experiments: forced
   EXPECT_EQ(cuda::kBlockTWide, cuda::choose_block_rows(1, 8, 256));
