@@ -45,16 +45,23 @@ def routing(kind, tokens, k, experts, rng):
     return np.stack([rng.choice(experts, size=k, replace=False, p=p) for _ in range(tokens)]).astype(np.int32)
 
 
-def median_us(torch, fn, reps, warmup=3):
+def median_us(torch, fn, reps, warmup=3, min_warmup_s=0.030):
+    """Median of reps event-timed calls, after at least `warmup` calls and
+    min_warmup_s of wall time (the rule of nvfp4moe's own bench, so that a
+    case is timed at the clocks its own load settles to)."""
+    i, start_wall = 0, time.perf_counter()
+    while i < warmup or time.perf_counter() - start_wall < min_warmup_s:
+        fn(i)
+        torch.cuda.synchronize()
+        i += 1
     times = []
-    for i in range(warmup + reps):
+    for r in range(reps):
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
-        fn(i)
+        fn(i + r)
         end.record()
         end.synchronize()
-        if i >= warmup:
-            times.append(start.elapsed_time(end) * 1000.0)
+        times.append(start.elapsed_time(end) * 1000.0)
     return float(np.median(times))
 
 

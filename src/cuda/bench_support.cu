@@ -60,11 +60,13 @@ const char* cublas_name(cublasStatus_t s) { return cublasGetStatusString(s); }
 // The timed loop of median_us; the caller owns (and destroys) the events.
 // The warm-up lasts at least `warmup` calls and kMinWarmupMs of wall time,
 // so that each case is timed at the clocks its own load settles to. NOTES:
-// H200, status run at 4d87be3 (bench/results/2026-11-30-h200-4d87be3-
-// prefill.json): mixtral down T=16, timed right after gate_up T=8192 (a
-// second of tensor-core work) with 3 warm-up calls, ran 124 us compact and
-// 107 us rect; the same build, in a run that did not follow a heavy case,
-// 93 us both (bench/results/2026-11-30-h200-6734db3-warmup-order.json).
+// H200 (bench/results/2026-11-30-h200-7eace7b-bench-warmup.json): with 3
+// warm-up calls a light case timed right after a heavy one (the GPU at its
+// ~690 W limit, SM clock 1170-1830 MHz) ran 1.1-1.35x slower than after
+// 30 ms (mixtral down T=16 after down T=8192: 120 against 92 us; in the
+// status run at 4d87be3 it made compact look slower than rect). 200 ms
+// changes light cases by 0-3% more, and heavy ones (T=8192) by 3-15%: at
+// 30 ms they are timed as bursts, not at sustained power.
 constexpr double kMinWarmupMs = 30.0;
 Status time_reps(Stream stream, int warmup, int reps, const std::function<Status(int)>& fn, cudaEvent_t* a,
                  cudaEvent_t* b, std::vector<float>* times) {
