@@ -57,7 +57,7 @@ struct BenchCase {
 struct BenchResult {
   double us_median = 0;      // per call
   double flops = 0;          // 2 * rows * N * K summed over the op's matmuls
-  double weight_bytes = 0;   // NVFP4 bytes of the experts actually hit
+  double weight_bytes = 0;   // NVFP4 bytes of the experts hit (mean over the routings timed)
   double tflops() const { return us_median > 0 ? flops / us_median * 1e-6 : 0; }
   double gbps() const { return us_median > 0 ? weight_bytes / us_median * 1e-3 : 0; }
   double tokens_per_s(int64_t tokens) const { return us_median > 0 ? tokens / us_median * 1e6 : 0; }
@@ -91,5 +91,10 @@ void count_work(const BenchCase& c, const std::vector<int32_t>& ids, double* flo
 Status run_case_cpu(const BenchCase& c, int num_threads, BenchResult* out);
 // Available only when built with CUDA; otherwise returns kUnsupported.
 Status run_case_cuda(const BenchCase& c, BenchResult* out);
+// Cases that differ only in routing and schedule (same preset, op, T,
+// unfused and reps), their main timings taken in turns so that the ratios
+// between them (Zipf against uniform, compact against rect) see one power
+// state; (*out)[i] is group[i]'s result.
+Status run_cases_cuda(const std::vector<BenchCase>& group, std::vector<BenchResult>* out);
 
 }  // namespace nvfp4moe::bench

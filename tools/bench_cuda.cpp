@@ -118,9 +118,7 @@ struct Graphs {
 // enqueue(r + 1), ..., and *us is the time per call: the cost of a call
 // inside a longer graph, as in a model's captured forward pass, without the
 // launch of a graph that holds nothing else.
-Status time_graphs(Env& env, int reps, const std::function<Status(int)>& enqueue, double* us,
-                   int calls_per_graph = 1) {
-  Graphs graphs;
+Status capture_graphs(Env& env, const std::function<Status(int)>& enqueue, int calls_per_graph, Graphs* graphs) {
   for (int r = 0; r < kRotations; ++r) {
     cudaGraph_t g;
     NVFP4MOE_CUDA_TRY(cudaStreamBeginCapture(env.stream, cudaStreamCaptureModeGlobal));
@@ -132,12 +130,21 @@ Status time_graphs(Env& env, int reps, const std::function<Status(int)>& enqueue
     cudaGraphExec_t exec;
     NVFP4MOE_CUDA_TRY(cudaGraphInstantiate(&exec, g, 0));
     cudaGraphDestroy(g);
-    graphs.exec.push_back(exec);
+    graphs->exec.push_back(exec);
   }
-  NVFP4MOE_RETURN_IF_ERROR(bs::median_us(env.stream, 3, reps, [&](int i) {
-    const cudaError_t e = cudaGraphLaunch(graphs.exec[size_t(i) % graphs.exec.size()], env.stream);
-    return nc::cuda_status(e, "cudaGraphLaunch");
-  }, us));
+  return ok_status();
+}
+
+Status launch_rotation(Env& env, const Graphs& graphs, int i) {
+  const cudaError_t e = cudaGraphLaunch(graphs.exec[size_t(i) % graphs.exec.size()], env.stream);
+  return nc::cuda_status(e, "cudaGraphLaunch");
+}
+
+Status time_graphs(Env& env, int reps, const std::function<Status(int)>& enqueue, double* us,
+                   int calls_per_graph = 1) {
+  Graphs graphs;
+  NVFP4MOE_RETURN_IF_ERROR(capture_graphs(env, enqueue, calls_per_graph, &graphs));
+  NVFP4MOE_RETURN_IF_ERROR(bs::median_us(env.stream, 3, reps, [&](int i) { return launch_rotation(env, graphs, i); }, us));
   *us /= calls_per_graph;
   return ok_status();
 }
@@ -157,31 +164,88 @@ Status time_in_graph(Env& env, int reps, int64_t num_tokens, const std::function
   return ok_status();
 }
 
-}  // namespace
+// One case's inputs, its call, and its graphs: alive while its group is
+// timed.
+struct CaseRun {
+  BenchCase c;
+  std::vector<std::vector<int32_t>> ids;
+  std::vector<nc::DeviceBuffer> dids, dx;
+  nc::DeviceBuffer dw, dout, dy;  // layer: router weights, F32 out; MUL_MAT_ID: BF16 y
+  std::vector<nc::DeviceMoeLayer>* layers = nullptr;
+  std::vector<nc::DeviceExpertWeights>* weights = nullptr;
+  int64_t rows = 0, cols = 0;  // MUL_MAT_ID's N and K
+  Graphs graphs;               // one call per rotation
 
-Status run_case_cuda(const BenchCase& c, BenchResult* out) {
-  if (nc::device_count() == 0) return make_status(StatusCode::kNoDevice, "no CUDA device found");
-  Env* env = nullptr;
-  NVFP4MOE_RETURN_IF_ERROR(get_env(&env));
+  // One call on rotation r.
+  Status enqueue(Env& env, int r) const {
+    const Preset& p = c.preset;
+    if (c.op == Op::kLayer) {
+      nc::CudaMoeLayerArgs a;
+      a.layer = &(*layers)[size_t(r) % layers->size()];
+      a.x = dx[size_t(r)].get();
+      a.x_dtype = DType::kBF16;
+      a.ids = dids[size_t(r)].as<int32_t>();
+      a.route_weights = dw.as<float>();
+      a.num_tokens = c.tokens;
+      a.top_k = p.top_k;
+      a.out = dout.as<float>();
+      a.schedule = c.schedule;
+      a.unfused = c.unfused;
+      return nc::moe_layer(*env.ctx, a, env.stream);
+    }
+    nc::CudaMulMatIdArgs a;
+    a.weights = &(*weights)[size_t(r) % weights->size()];
+    a.x = dx[size_t(r)].get();
+    a.x_dtype = DType::kBF16;
+    a.x_per_slot = c.op == Op::kDown;
+    a.ids = dids[size_t(r)].as<int32_t>();
+    a.num_tokens = c.tokens;
+    a.top_k = p.top_k;
+    a.y = dy.get();
+    a.y_dtype = DType::kBF16;
+    a.schedule = c.schedule;
+    return nc::mul_mat_id(*env.ctx, a, env.stream);
+  }
+};
+
+Status prepare_case(Env& env, const BenchCase& c, CaseRun* run) {
   const Preset& p = c.preset;
   const int64_t T = c.tokens, k = p.top_k, E = p.num_experts, pairs = T * k;
-  const int reps = c.reps > 0 ? c.reps : (T >= 4096 ? 10 : 30);
+  run->c = c;
+  run->ids.resize(kRotations);
+  run->dids.resize(kRotations);
+  run->dx.resize(kRotations);
+  for (int r = 0; r < kRotations; ++r) {
+    run->ids[size_t(r)] = make_routing(c.routing, T, k, E, c.seed + uint64_t(r));
+    NVFP4MOE_RETURN_IF_ERROR(upload_vec(run->ids[size_t(r)], &run->dids[size_t(r)]));
+  }
+  if (c.op != Op::kLayer) op_shape(p, c.op, &run->rows, &run->cols);
+  const int64_t x_elems = c.op == Op::kLayer ? T * p.hidden : (c.op == Op::kDown ? pairs : T) * run->cols;
+  for (int r = 0; r < kRotations; ++r) {
+    NVFP4MOE_RETURN_IF_ERROR(
+        nc::DeviceBuffer::allocate(size_t(std::max<int64_t>(x_elems, 1)) * 2, &run->dx[size_t(r)]));
+    NVFP4MOE_RETURN_IF_ERROR(bs::fill_random_bf16(run->dx[size_t(r)].as<uint16_t>(), x_elems, 50 + r, env.stream));
+  }
+  if (c.op == Op::kLayer) {
+    NVFP4MOE_RETURN_IF_ERROR(layers_for(env, p, &run->layers));
+    NVFP4MOE_RETURN_IF_ERROR(upload_vec(random_route_weights(T, k, c.seed), &run->dw));
+    NVFP4MOE_RETURN_IF_ERROR(nc::DeviceBuffer::allocate(size_t(std::max<int64_t>(T * p.hidden, 1)) * 4, &run->dout));
+  } else {
+    NVFP4MOE_RETURN_IF_ERROR(weights_for(env, p, c.op, &run->weights));
+    NVFP4MOE_RETURN_IF_ERROR(
+        nc::DeviceBuffer::allocate(size_t(std::max<int64_t>(pairs * run->rows, 1)) * 2, &run->dy));
+  }
+  return ok_status();
+}
 
-  std::vector<std::vector<int32_t>> ids(kRotations);
-  std::vector<nc::DeviceBuffer> dids(kRotations), dx(kRotations);
-  for (int r = 0; r < kRotations; ++r) {
-    ids[r] = make_routing(c.routing, T, k, E, c.seed + uint64_t(r));
-    NVFP4MOE_RETURN_IF_ERROR(upload_vec(ids[r], &dids[r]));
-  }
-  int64_t rows = 0, cols = 0;
-  if (c.op != Op::kLayer) op_shape(p, c.op, &rows, &cols);
-  const bool per_slot = c.op == Op::kDown;
-  const int64_t x_elems = c.op == Op::kLayer ? T * p.hidden : (per_slot ? pairs : T) * cols;
-  for (int r = 0; r < kRotations; ++r) {
-    NVFP4MOE_RETURN_IF_ERROR(nc::DeviceBuffer::allocate(size_t(std::max<int64_t>(x_elems, 1)) * 2, &dx[r]));
-    NVFP4MOE_RETURN_IF_ERROR(bs::fill_random_bf16(dx[r].as<uint16_t>(), x_elems, 50 + r, env->stream));
-  }
-  NVFP4MOE_RETURN_IF_ERROR(env->ctx->reserve(T, k, E, std::max(p.hidden, 2 * p.ffn)));
+// Everything of a case but its main timing: the work, the in-graph time,
+// the cuBLAS peer, the plan's own cost and the roofline.
+Status finish_case(Env& env, CaseRun& run, double us, BenchResult* out) {
+  const BenchCase& c = run.c;
+  const Preset& p = c.preset;
+  const int64_t T = c.tokens, k = p.top_k, E = p.num_experts;
+  const int reps = c.reps > 0 ? c.reps : (T >= 4096 ? 10 : 30);
+  const auto enqueue = [&](int r) { return run.enqueue(env, r); };
   // The timed calls cycle through the kRotations routings, so the work is
   // their mean: with Zipf routing at small T the experts hit differ between
   // them (mixtral T = 8: 5, 6, 7 and 6 experts in the four routings), and
@@ -189,68 +253,23 @@ Status run_case_cuda(const BenchCase& c, BenchResult* out) {
   out->flops = out->weight_bytes = 0;
   for (int r = 0; r < kRotations; ++r) {
     double flops = 0, bytes = 0;
-    count_work(c, ids[r], &flops, &bytes);
+    count_work(c, run.ids[size_t(r)], &flops, &bytes);
     out->flops += flops / kRotations;
     out->weight_bytes += bytes / kRotations;
   }
-
-  double us = 0;
-  std::function<Status(int)> enqueue;  // one call on rotation r
-  if (c.op == Op::kLayer) {
-    std::vector<nc::DeviceMoeLayer>* layers = nullptr;
-    NVFP4MOE_RETURN_IF_ERROR(layers_for(*env, p, &layers));
-    nc::DeviceBuffer dw, dout;
-    NVFP4MOE_RETURN_IF_ERROR(upload_vec(random_route_weights(T, k, c.seed), &dw));
-    NVFP4MOE_RETURN_IF_ERROR(nc::DeviceBuffer::allocate(size_t(std::max<int64_t>(T * p.hidden, 1)) * 4, &dout));
-    enqueue = [&](int r) {
-      nc::CudaMoeLayerArgs a;
-      a.layer = &(*layers)[size_t(r) % layers->size()];
-      a.x = dx[r].get();
-      a.x_dtype = DType::kBF16;
-      a.ids = dids[r].as<int32_t>();
-      a.route_weights = dw.as<float>();
-      a.num_tokens = T;
-      a.top_k = k;
-      a.out = dout.as<float>();
-      a.schedule = c.schedule;
-      a.unfused = c.unfused;
-      return nc::moe_layer(*env->ctx, a, env->stream);
-    };
-    NVFP4MOE_RETURN_IF_ERROR(time_graphs(*env, reps, enqueue, &us));
-    NVFP4MOE_RETURN_IF_ERROR(time_in_graph(*env, reps, T, enqueue, out));
-  } else {
-    std::vector<nc::DeviceExpertWeights>* weights = nullptr;
-    NVFP4MOE_RETURN_IF_ERROR(weights_for(*env, p, c.op, &weights));
-    nc::DeviceBuffer dy;
-    NVFP4MOE_RETURN_IF_ERROR(nc::DeviceBuffer::allocate(size_t(std::max<int64_t>(pairs * rows, 1)) * 2, &dy));
-    enqueue = [&](int r) {
-      nc::CudaMulMatIdArgs a;
-      a.weights = &(*weights)[size_t(r) % weights->size()];
-      a.x = dx[r].get();
-      a.x_dtype = DType::kBF16;
-      a.x_per_slot = per_slot;
-      a.ids = dids[r].as<int32_t>();
-      a.num_tokens = T;
-      a.top_k = k;
-      a.y = dy.get();
-      a.y_dtype = DType::kBF16;
-      a.schedule = c.schedule;
-      return nc::mul_mat_id(*env->ctx, a, env->stream);
-    };
-    NVFP4MOE_RETURN_IF_ERROR(time_graphs(*env, reps, enqueue, &us));
-    NVFP4MOE_RETURN_IF_ERROR(time_in_graph(*env, reps, T, enqueue, out));
-
-    // Peer: cuBLAS BF16 grouped GEMM on the same routing, rows pre-sorted.
+  NVFP4MOE_RETURN_IF_ERROR(time_in_graph(env, reps, T, enqueue, out));
+  if (c.op != Op::kLayer) {
+    // Peer: cuBLAS BF16 grouped GEMM on the first routing, rows pre-sorted.
     const std::string key = p.name + "." + op_name(c.op);
-    if (!env->peers.count(key)) {
+    if (!env.peers.count(key)) {
       std::unique_ptr<bs::CublasGroupedPeer> peer;
-      NVFP4MOE_RETURN_IF_ERROR(bs::CublasGroupedPeer::create(E, rows, cols, 77, &peer));
-      env->peers[key] = std::move(peer);
+      NVFP4MOE_RETURN_IF_ERROR(bs::CublasGroupedPeer::create(E, run.rows, run.cols, 77, &peer));
+      env.peers[key] = std::move(peer);
     }
     std::vector<int32_t> counts(size_t(E), 0);
-    for (int32_t e : ids[0]) ++counts[size_t(e)];
+    for (int32_t e : run.ids[0]) ++counts[size_t(e)];
     double peer_us = 0;
-    NVFP4MOE_RETURN_IF_ERROR(env->peers[key]->time_us(counts, reps, env->stream, &peer_us));
+    NVFP4MOE_RETURN_IF_ERROR(env.peers[key]->time_us(counts, reps, env.stream, &peer_us));
     out->extra.push_back({"cublas_bf16_us", peer_us});
     out->extra.push_back({"x_vs_cublas", peer_us / us});
   }
@@ -259,24 +278,68 @@ Status run_case_cuda(const BenchCase& c, BenchResult* out) {
   // as one node of a longer graph (plan_in_graph_us).
   const int32_t block = nc::choose_block_rows(T, k, E);
   const auto plan = [&](int r) {
-    return nc::build_plan(*env->ctx, dids[r].as<int32_t>(), T, k, E, block, env->stream);
+    return nc::build_plan(*env.ctx, run.dids[size_t(r)].as<int32_t>(), T, k, E, block, env.stream);
   };
   double plan_us = 0, plan_in_graph_us = 0;
-  NVFP4MOE_RETURN_IF_ERROR(time_graphs(*env, reps, plan, &plan_us));
-  NVFP4MOE_RETURN_IF_ERROR(time_graphs(*env, reps, plan, &plan_in_graph_us, kCallsPerGraph));
+  NVFP4MOE_RETURN_IF_ERROR(time_graphs(env, reps, plan, &plan_us));
+  NVFP4MOE_RETURN_IF_ERROR(time_graphs(env, reps, plan, &plan_in_graph_us, kCallsPerGraph));
 
   out->us_median = us;
   const double roofline_us =
-      std::max(out->flops / (env->peak_tflops * 1e12), out->weight_bytes / (env->read_gbps * 1e9)) * 1e6;
+      std::max(out->flops / (env.peak_tflops * 1e12), out->weight_bytes / (env.read_gbps * 1e9)) * 1e6;
   out->extra.push_back({"roofline", roofline_us / us});
   out->extra.push_back({"plan_us", plan_us});
   out->extra.push_back({"plan_in_graph_us", plan_in_graph_us});
   // 0: T <= 8 runs the weight streamer, which needs no plan (plan_us is then
   // what the plan would cost, not part of us).
-  const int64_t stream_k = c.op == Op::kLayer ? std::max(p.hidden, p.ffn) : cols;
+  const int64_t stream_k = c.op == Op::kLayer ? std::max(p.hidden, p.ffn) : run.cols;
   out->extra.push_back({"plan_used", nc::use_weight_streamer(T, stream_k) && !c.unfused ? 0.0 : 1.0});
-  out->extra.push_back({"peak_tflops", env->peak_tflops});
-  out->extra.push_back({"read_gbps", env->read_gbps});
+  out->extra.push_back({"peak_tflops", env.peak_tflops});
+  out->extra.push_back({"read_gbps", env.read_gbps});
+  return ok_status();
+}
+
+}  // namespace
+
+Status run_cases_cuda(const std::vector<BenchCase>& group, std::vector<BenchResult>* out) {
+  if (out == nullptr) return invalid_argument("run_cases_cuda: out is null");
+  if (group.empty()) return invalid_argument("run_cases_cuda: no cases");
+  if (nc::device_count() == 0) return make_status(StatusCode::kNoDevice, "no CUDA device found");
+  const BenchCase& c0 = group[0];
+  for (const BenchCase& c : group)
+    if (c.preset.name != c0.preset.name || c.op != c0.op || c.tokens != c0.tokens || c.unfused != c0.unfused ||
+        c.reps != c0.reps)
+      return invalid_argument("run_cases_cuda: a group's cases share preset, op, T, unfused and reps");
+  Env* env = nullptr;
+  NVFP4MOE_RETURN_IF_ERROR(get_env(&env));
+  const Preset& p = c0.preset;
+  // Sized before any capture: a buffer grown later would leave the captured
+  // graphs of the group's earlier cases pointing at freed memory.
+  NVFP4MOE_RETURN_IF_ERROR(env->ctx->reserve(c0.tokens, p.top_k, p.num_experts, std::max(p.hidden, 2 * p.ffn)));
+  std::vector<std::unique_ptr<CaseRun>> runs;
+  for (const BenchCase& c : group) {
+    runs.push_back(std::make_unique<CaseRun>());
+    NVFP4MOE_RETURN_IF_ERROR(prepare_case(*env, c, runs.back().get()));
+    CaseRun& run = *runs.back();
+    NVFP4MOE_RETURN_IF_ERROR(capture_graphs(*env, [&](int r) { return run.enqueue(*env, r); }, 1, &run.graphs));
+  }
+  // The group's cases (its routings and schedules) in turns: a ratio between
+  // them sees one power state.
+  const int reps = c0.reps > 0 ? c0.reps : (c0.tokens >= 4096 ? 10 : 30);
+  std::vector<double> us;
+  NVFP4MOE_RETURN_IF_ERROR(bs::median_us_interleaved(
+      env->stream, 3, reps, int(runs.size()),
+      [&](int j, int i) { return launch_rotation(*env, runs[size_t(j)]->graphs, i); }, &us));
+  out->assign(group.size(), {});
+  for (size_t j = 0; j < runs.size(); ++j) NVFP4MOE_RETURN_IF_ERROR(finish_case(*env, *runs[j], us[j], &(*out)[j]));
+  return ok_status();
+}
+
+Status run_case_cuda(const BenchCase& c, BenchResult* out) {
+  if (out == nullptr) return invalid_argument("run_case_cuda: out is null");
+  std::vector<BenchResult> one;
+  NVFP4MOE_RETURN_IF_ERROR(run_cases_cuda({c}, &one));
+  *out = std::move(one[0]);
   return ok_status();
 }
 
@@ -285,6 +348,9 @@ Status run_case_cuda(const BenchCase& c, BenchResult* out) {
 #else
 
 namespace nvfp4moe::bench {
+Status run_cases_cuda(const std::vector<BenchCase>&, std::vector<BenchResult>*) {
+  return make_status(StatusCode::kUnsupported, "this build has no CUDA backend (configure with nvcc present)");
+}
 Status run_case_cuda(const BenchCase&, BenchResult*) {
   return make_status(StatusCode::kUnsupported, "this build has no CUDA backend (configure with nvcc present)");
 }

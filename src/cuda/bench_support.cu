@@ -57,19 +57,19 @@ const char* cublas_name(cublasStatus_t s) { return cublasGetStatusString(s); }
     if (s_ != CUBLAS_STATUS_SUCCESS) return make_status(StatusCode::kDeviceError, #call ": ", cublas_name(s_)); \
   } while (0)
 
-// The timed loop of median_us; the caller owns (and destroys) the events.
-// The warm-up lasts at least `warmup` calls and kMinWarmupMs of wall time,
-// so that each case is timed at the clocks its own load settles to. NOTES:
-// H200 (bench/results/2026-11-30-h200-7eace7b-bench-warmup.json): with 3
-// warm-up calls a light case timed right after a heavy one (the GPU at its
-// ~690 W limit, SM clock 1170-1830 MHz) ran 1.1-1.35x slower than after
-// 30 ms (mixtral down T=16 after down T=8192: 120 against 92 us; in the
-// status run at 4d87be3 it made compact look slower than rect). 200 ms
+// The timed rounds of median_us_interleaved; the caller owns (and destroys)
+// the events. The warm-up lasts at least `warmup` rounds and kMinWarmupMs of
+// wall time, so that each case is timed at the clocks its own load settles
+// to. NOTES: H200 (bench/results/2026-11-30-h200-7eace7b-bench-warmup.json):
+// with 3 warm-up calls a light case timed right after a heavy one (the GPU
+// at its ~690 W limit, SM clock 1170-1830 MHz) ran 1.1-1.35x slower than
+// after 30 ms (mixtral down T=16 after down T=8192: 120 against 92 us; in
+// the status run at 4d87be3 it made compact look slower than rect). 200 ms
 // changes light cases by 0-3% more, and heavy ones (T=8192) by 3-15%: at
 // 30 ms they are timed as bursts, not at sustained power.
 constexpr double kMinWarmupMs = 30.0;
-Status time_reps(Stream stream, int warmup, int reps, const std::function<Status(int)>& fn, cudaEvent_t* a,
-                 cudaEvent_t* b, std::vector<float>* times) {
+Status time_rounds(Stream stream, int warmup, int reps, int n, const std::function<Status(int, int)>& fn,
+                   cudaEvent_t* a, cudaEvent_t* b, std::vector<std::vector<float>>* times) {
   NVFP4MOE_CUDA_TRY(cudaEventCreate(a));
   NVFP4MOE_CUDA_TRY(cudaEventCreate(b));
   const auto warm_start = std::chrono::steady_clock::now();
@@ -77,34 +77,51 @@ Status time_reps(Stream stream, int warmup, int reps, const std::function<Status
     return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - warm_start).count();
   };
   int warm = 0;
-  for (; warm < warmup || warm_ms() < kMinWarmupMs; ++warm) {  // one call in flight, as when timed
-    NVFP4MOE_RETURN_IF_ERROR(fn(warm));
-    NVFP4MOE_CUDA_TRY(cudaStreamSynchronize(stream));
+  for (; warm < warmup || warm_ms() < kMinWarmupMs; ++warm) {
+    for (int j = 0; j < n; ++j) {  // one call in flight, as when timed
+      NVFP4MOE_RETURN_IF_ERROR(fn(j, warm));
+      NVFP4MOE_CUDA_TRY(cudaStreamSynchronize(stream));
+    }
   }
+  times->assign(size_t(n), {});
   for (int i = 0; i < reps; ++i) {
-    NVFP4MOE_CUDA_TRY(cudaEventRecord(*a, stream));
-    NVFP4MOE_RETURN_IF_ERROR(fn(warm + i));
-    NVFP4MOE_CUDA_TRY(cudaEventRecord(*b, stream));
-    NVFP4MOE_CUDA_TRY(cudaEventSynchronize(*b));
-    float ms = 0;
-    NVFP4MOE_CUDA_TRY(cudaEventElapsedTime(&ms, *a, *b));
-    times->push_back(ms * 1000.0f);
+    for (int j = 0; j < n; ++j) {
+      NVFP4MOE_CUDA_TRY(cudaEventRecord(*a, stream));
+      NVFP4MOE_RETURN_IF_ERROR(fn(j, warm + i));
+      NVFP4MOE_CUDA_TRY(cudaEventRecord(*b, stream));
+      NVFP4MOE_CUDA_TRY(cudaEventSynchronize(*b));
+      float ms = 0;
+      NVFP4MOE_CUDA_TRY(cudaEventElapsedTime(&ms, *a, *b));
+      (*times)[size_t(j)].push_back(ms * 1000.0f);
+    }
   }
   return ok_status();
 }
 
 }  // namespace
 
-Status median_us(Stream stream, int warmup, int reps, const std::function<Status(int)>& fn, double* us) {
+Status median_us_interleaved(Stream stream, int warmup, int reps, int n, const std::function<Status(int, int)>& fn,
+                             std::vector<double>* us) {
+  if (reps < 1 || n < 1) return make_status(StatusCode::kInvalidArgument, "median_us: reps and n must be >= 1");
   cudaEvent_t a = nullptr, b = nullptr;
-  std::vector<float> times;
-  const Status st = time_reps(stream, warmup, reps, fn, &a, &b, &times);
+  std::vector<std::vector<float>> times;
+  const Status st = time_rounds(stream, warmup, reps, n, fn, &a, &b, &times);
   if (a) cudaEventDestroy(a);
   if (b) cudaEventDestroy(b);
   NVFP4MOE_RETURN_IF_ERROR(st);
-  if (times.empty()) return make_status(StatusCode::kInvalidArgument, "median_us: reps must be >= 1");
-  std::nth_element(times.begin(), times.begin() + times.size() / 2, times.end());
-  *us = times[times.size() / 2];
+  us->clear();
+  for (std::vector<float>& t : times) {
+    std::nth_element(t.begin(), t.begin() + t.size() / 2, t.end());
+    us->push_back(t[t.size() / 2]);
+  }
+  return ok_status();
+}
+
+Status median_us(Stream stream, int warmup, int reps, const std::function<Status(int)>& fn, double* us) {
+  std::vector<double> one;
+  NVFP4MOE_RETURN_IF_ERROR(
+      median_us_interleaved(stream, warmup, reps, 1, [&](int, int i) { return fn(i); }, &one));
+  *us = one[0];
   return ok_status();
 }
 

@@ -16,6 +16,13 @@ namespace nvfp4moe::cuda::bench_support {
 // Times fn(i) with device events around each call: warm-up calls, then the
 // median of reps. fn enqueues on `stream`.
 Status median_us(Stream stream, int warmup, int reps, const std::function<Status(int)>& fn, double* us);
+// The same for n functions timed in turns, fn(j, i) being call i of
+// function j: warm-up rounds, then reps rounds of one call of each, so that
+// every function meets the same clocks and power state (a comparison of two
+// schedules or routings is not biased by which was timed first). (*us)[j]
+// is the median of function j.
+Status median_us_interleaved(Stream stream, int warmup, int reps, int n, const std::function<Status(int, int)>& fn,
+                             std::vector<double>* us);
 
 // Read stream over `bytes` of device memory, GB/s (median of reps).
 Status measure_read_bandwidth(size_t bytes, int reps, Stream stream, double* gbps);
