@@ -324,12 +324,20 @@ Status run_cases_cuda(const std::vector<BenchCase>& group, std::vector<BenchResu
     NVFP4MOE_RETURN_IF_ERROR(capture_graphs(*env, [&](int r) { return run.enqueue(*env, r); }, 1, &run.graphs));
   }
   // The group's cases (its routings and schedules) in turns: a ratio between
-  // them sees one power state.
+  // them sees one power state. Round i runs case j on rotation i + j * step,
+  // the step chosen so that no two consecutive calls share a rotation: two
+  // schedules of one routing back to back would let the second find the
+  // first's weights in L2 (H200, qwen3 T = 1 with step 1 at n = 4 cases:
+  // rect, the second, 0.91x the time of compact with the same kernel;
+  // bench/results/2026-12-01-h200-675f88f-decode.json).
+  const int n = int(runs.size());
+  int step = 1;
+  while (step < kRotations - 1 && (n > 1 && ((n - 1) * step - 1) % kRotations == 0)) ++step;
   const int reps = c0.reps > 0 ? c0.reps : (c0.tokens >= 4096 ? 10 : 30);
   std::vector<double> us;
   NVFP4MOE_RETURN_IF_ERROR(bs::median_us_interleaved(
-      env->stream, 3, reps, int(runs.size()),
-      [&](int j, int i) { return launch_rotation(*env, runs[size_t(j)]->graphs, i); }, &us));
+      env->stream, 3, reps, n,
+      [&](int j, int i) { return launch_rotation(*env, runs[size_t(j)]->graphs, i + j * step); }, &us));
   out->assign(group.size(), {});
   for (size_t j = 0; j < runs.size(); ++j) NVFP4MOE_RETURN_IF_ERROR(finish_case(*env, *runs[j], us[j], &(*out)[j]));
   return ok_status();
