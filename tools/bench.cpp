@@ -201,6 +201,14 @@ void op_shape(const Preset& p, Op op, int64_t* rows, int64_t* cols) {
   }
 }
 
+int interleave_step(int cases, int rotations) {
+  // Inside a round consecutive calls differ by `step`; from a round's last
+  // call to the next round's first by 1 - (cases - 1) * step.
+  int step = 1;
+  while (step < rotations - 1 && cases > 1 && ((cases - 1) * step - 1) % rotations == 0) ++step;
+  return step;
+}
+
 void count_work(const BenchCase& c, const std::vector<int32_t>& ids, double* flops, double* weight_bytes) {
   const Preset& p = c.preset;
   std::vector<char> hit(static_cast<size_t>(std::max<int64_t>(p.num_experts, 0)));

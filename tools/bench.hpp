@@ -88,6 +88,12 @@ std::vector<float> random_route_weights(int64_t num_tokens, int64_t top_k, uint6
 // FLOPs and hit-expert NVFP4 bytes of one case for the given ids.
 void count_work(const BenchCase& c, const std::vector<int32_t>& ids, double* flops, double* weight_bytes);
 
+// The GPU runner times a group of `cases` cases in rounds, round i running
+// case j on input rotation (i + j * step) % rotations. This step makes no two
+// consecutive calls share a rotation (the second would find the first's
+// weights in L2) while each case still cycles through every rotation.
+int interleave_step(int cases, int rotations);
+
 Status run_case_cpu(const BenchCase& c, int num_threads, BenchResult* out);
 // Available only when built with CUDA; otherwise returns kUnsupported.
 Status run_case_cuda(const BenchCase& c, BenchResult* out);

@@ -331,8 +331,7 @@ Status run_cases_cuda(const std::vector<BenchCase>& group, std::vector<BenchResu
   // rect, the second, 0.91x the time of compact with the same kernel;
   // bench/results/2026-12-01-h200-675f88f-decode.json).
   const int n = int(runs.size());
-  int step = 1;
-  while (step < kRotations - 1 && (n > 1 && ((n - 1) * step - 1) % kRotations == 0)) ++step;
+  const int step = interleave_step(n, kRotations);
   const int reps = c0.reps > 0 ? c0.reps : (c0.tokens >= 4096 ? 10 : 30);
   std::vector<double> us;
   NVFP4MOE_RETURN_IF_ERROR(bs::median_us_interleaved(

@@ -183,6 +183,30 @@ TEST(CliBench, CountWorkCountsFlopsAndOnlyTheExpertsHit) {
   EXPECT_LE(bytes, 128 * (2 * F) * (H / 2 + H / 16));
 }
 
+// The GPU runner's interleaved rounds: for groups of 1-8 cases and 4
+// rotations, no two consecutive calls share a rotation and every case meets
+// every rotation within 4 rounds.
+TEST(CliBench, InterleavedRoundsNeverRepeatARotationBackToBack) {
+  constexpr int kRotations = 4;
+  for (int n = 1; n <= 8; ++n) {
+    const int step = interleave_step(n, kRotations);
+    ASSERT_GE(step, 1) << "n = " << n;
+    ASSERT_LT(step, kRotations) << "n = " << n;
+    int previous = -1;
+    for (int i = 0; i < 3 * kRotations; ++i)
+      for (int j = 0; j < n; ++j) {
+        const int rotation = (i + j * step) % kRotations;
+        EXPECT_NE(rotation, previous) << "n = " << n << ", round " << i << ", case " << j;
+        previous = rotation;
+      }
+    for (int j = 0; j < n; ++j) {
+      std::vector<bool> seen(kRotations, false);
+      for (int i = 0; i < kRotations; ++i) seen[size_t((i + j * step) % kRotations)] = true;
+      EXPECT_EQ(std::count(seen.begin(), seen.end(), true), kRotations) << "n = " << n << ", case " << j;
+    }
+  }
+}
+
 TEST(CliBench, RandomInputsAreDeterministicAndInRange) {
   const uint64_t seed = testing::test_seed();
   const ExpertWeights w = random_expert_weights(3, 64, 128, seed);
