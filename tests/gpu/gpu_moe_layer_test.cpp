@@ -1,6 +1,7 @@
 // GPU conformance for the fused MoE FFN layer: against the float64 CPU
 // reference, against the unfused baseline, both activations, merged and
 // separate gate/up, schedules, determinism and graph capture.
+#include "cuda/launch.hpp"
 #include "gpu_test_util.hpp"
 #include "nvfp4moe/ops.hpp"
 
@@ -179,13 +180,19 @@ TEST_F(GpuMoeLayer, SwiGLURowsEpilogueEqualsTheF32Path) {
 
 // A NaN in one token's activations reaches that token's whole output row and
 // no other, under both activations, fused and unfused, on the weight
-// streamer (T = 2) and the narrow, medium and wide tiles (T = 24, 40, 300).
+// streamer (T = 2) and the narrow, medium and wide tiles (T = 24, 120, 300;
+// asserted against choose_block_rows, so a policy change cannot quietly
+// drop a tile from the test).
 // gpt-oss's clamps once turned a NaN gate or up into the limit, a finite
 // output.
 TEST_F(GpuMoeLayer, NaNInputReachesItsRowOnly) {
   for (const Activation act : {Activation::kSwiGLU, Activation::kSwiGLUOai}) {
-    for (const int64_t T : {int64_t(2), int64_t(24), int64_t(40), int64_t(300)}) {
+    for (const int64_t T : {int64_t(2), int64_t(24), int64_t(120), int64_t(300)}) {
       const LayerCase c{8, 256, 192, T, 2, true, act};
+      if (T > 2) {
+        const int32_t tile = T == 24 ? cuda::kBlockTNarrow : T == 120 ? cuda::kBlockTMedium : cuda::kBlockTWide;
+        ASSERT_EQ(tile, cuda::choose_block_rows(c.T, c.k, c.E)) << "T=" << T;
+      }
       std::mt19937_64 rng(test_seed() + uint64_t(T));
       Built b = build(rng, c);
       cuda::DeviceMoeLayer layer;

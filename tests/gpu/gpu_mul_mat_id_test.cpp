@@ -251,12 +251,15 @@ TEST_F(GpuMulMatId, EveryTileOverOddAndEvenKBlocks) {
 
 // The BF16 rows epilogue rounds the same scaled F32 accumulator once, as the
 // F32 tile path does (NVFP4MOE_F32_EPILOGUE=1): BF16 outputs equal bit for
-// bit, on narrow (T = 16), medium (T = 40) and wide (T = 400) tiles, N
-// filling the last wide tile or ending inside it.
+// bit, on narrow (T = 16), medium (T = 56) and wide (T = 400) tiles (as
+// choose_block_rows picks them), N filling the last wide tile or ending
+// inside it.
 TEST_F(GpuMulMatId, Bf16RowsEpilogueEqualsTheF32Path) {
-  for (const int64_t T : {int64_t(16), int64_t(40), int64_t(400)})
+  for (const int64_t T : {int64_t(16), int64_t(56), int64_t(400)})
     for (const int64_t N : {int64_t(256), int64_t(320)}) {
       const Case c{4, N, 256, T, 2, false, DType::kF32, DType::kBF16};
+      const int32_t tile = T == 16 ? cuda::kBlockTNarrow : T == 56 ? cuda::kBlockTMedium : cuda::kBlockTWide;
+      ASSERT_EQ(tile, cuda::choose_block_rows(c.T, c.k, c.E)) << "T=" << T;
       std::mt19937_64 rng(test_seed() + uint64_t(T * N));
       const ExpertWeights w = random_weights(rng, c.E, c.N, c.K);
       cuda::DeviceExpertWeights dw;
@@ -368,13 +371,15 @@ TEST_F(GpuMulMatId, RaggedRouting) {
 
 // compact and rect cut the same tiles, so every output bit must agree; and
 // the same input must give the same bits on every run. T = 33 runs narrow
-// tiles, 160 medium ones; T = 700 runs the compact grid of one CTA per item,
-// T = 8192 its persistent grid with the tile queue (compact_grid_ctas,
-// launch.hpp).
+// tiles, 224 medium ones (asserted against choose_block_rows); T = 700 runs
+// the compact grid of one CTA per item, T = 8192 its persistent grid with
+// the tile queue (compact_grid_ctas, launch.hpp).
 TEST_F(GpuMulMatId, SchedulesBitIdenticalAndDeterministic) {
   std::mt19937_64 rng(test_seed());
-  for (int64_t T : {1, 33, 160, 700, 8192}) {
+  for (int64_t T : {1, 33, 224, 700, 8192}) {
     const int64_t E = 32, N = 384, K = 1024, k = 4;
+    if (T == 33) ASSERT_EQ(cuda::kBlockTNarrow, cuda::choose_block_rows(T, k, E));
+    if (T == 224) ASSERT_EQ(cuda::kBlockTMedium, cuda::choose_block_rows(T, k, E));
     const int64_t items = cuda::compact_items_bound(T * k, E, cuda::kBlockTWide, 2, 1);
     if (T == 700) ASSERT_EQ(items, cuda::compact_grid_ctas(items, ctx->num_sms()));
     if (T == 8192) ASSERT_EQ(ctx->num_sms(), cuda::compact_grid_ctas(items, ctx->num_sms()));
