@@ -2,7 +2,8 @@
 // on the device (several copies when the tensor is small next to L2), a few
 // routings and activation sets, each op captured in a CUDA graph; the median
 // of graph replays timed with device events, rotating through the copies so
-// that no replay finds its weights in L2. Ceilings (cuBLAS BF16 GEMM, read
+// that no replay finds its weights in L2. The cases of one preset, op and T
+// (its routings and schedules) are timed in turns, one call each per round. Ceilings (cuBLAS BF16 GEMM, read
 // stream) and a cuBLAS BF16 grouped-GEMM peer are measured in the same run.
 #include "bench.hpp"
 
@@ -144,7 +145,8 @@ Status time_graphs(Env& env, int reps, const std::function<Status(int)>& enqueue
                    int calls_per_graph = 1) {
   Graphs graphs;
   NVFP4MOE_RETURN_IF_ERROR(capture_graphs(env, enqueue, calls_per_graph, &graphs));
-  NVFP4MOE_RETURN_IF_ERROR(bs::median_us(env.stream, 3, reps, [&](int i) { return launch_rotation(env, graphs, i); }, us));
+  NVFP4MOE_RETURN_IF_ERROR(
+      bs::median_us(env.stream, 3, reps, [&](int i) { return launch_rotation(env, graphs, i); }, us));
   *us /= calls_per_graph;
   return ok_status();
 }
