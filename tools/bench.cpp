@@ -201,6 +201,11 @@ void op_shape(const Preset& p, Op op, int64_t* rows, int64_t* cols) {
   }
 }
 
+bool same_timing_group(const BenchCase& a, const BenchCase& b) {
+  return a.preset.name == b.preset.name && a.op == b.op && a.tokens == b.tokens && a.unfused == b.unfused &&
+         a.reps == b.reps;
+}
+
 int interleave_step(int cases, int rotations) {
   // Inside a round consecutive calls differ by `step`; from a round's last
   // call to the next round's first by 1 - (cases - 1) * step.

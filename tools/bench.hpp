@@ -97,10 +97,12 @@ int interleave_step(int cases, int rotations);
 Status run_case_cpu(const BenchCase& c, int num_threads, BenchResult* out);
 // Available only when built with CUDA; otherwise returns kUnsupported.
 Status run_case_cuda(const BenchCase& c, BenchResult* out);
-// Cases that differ only in routing and schedule (same preset, op, T,
-// unfused and reps), their main timings taken in turns so that the ratios
-// between them (Zipf against uniform, compact against rect) see one power
-// state; (*out)[i] is group[i]'s result.
+// Whether two cases differ only in routing and schedule (same preset, op,
+// T, unfused and reps), so that the GPU runner may time them in turns.
+bool same_timing_group(const BenchCase& a, const BenchCase& b);
+// Cases of one timing group, their main timings taken in turns so that the
+// ratios between them (Zipf against uniform, compact against rect) see one
+// power state; (*out)[i] is group[i]'s result.
 Status run_cases_cuda(const std::vector<BenchCase>& group, std::vector<BenchResult>* out);
 
 }  // namespace nvfp4moe::bench

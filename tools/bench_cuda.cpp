@@ -309,8 +309,7 @@ Status run_cases_cuda(const std::vector<BenchCase>& group, std::vector<BenchResu
   if (nc::device_count() == 0) return make_status(StatusCode::kNoDevice, "no CUDA device found");
   const BenchCase& c0 = group[0];
   for (const BenchCase& c : group)
-    if (c.preset.name != c0.preset.name || c.op != c0.op || c.tokens != c0.tokens || c.unfused != c0.unfused ||
-        c.reps != c0.reps)
+    if (!same_timing_group(c, c0))
       return invalid_argument("run_cases_cuda: a group's cases share preset, op, T, unfused and reps");
   Env* env = nullptr;
   NVFP4MOE_RETURN_IF_ERROR(get_env(&env));

@@ -258,15 +258,12 @@ int run_bench(const BenchOptions& o) {
 
   std::vector<Done> done;
   Status failure;
-  for (size_t i = 0; i < cases.size() && failure.ok();) {
+  for (size_t i = 0; i < cases.size();) {
     // On the GPU, the cases of one preset, op and T (its routings and
     // schedules, adjacent in `cases`) are timed in turns.
     size_t end = i + 1;
     if (cuda)
-      while (end < cases.size() && cases[end].preset.name == cases[i].preset.name && cases[end].op == cases[i].op &&
-             cases[end].tokens == cases[i].tokens && cases[end].unfused == cases[i].unfused &&
-             cases[end].reps == cases[i].reps)
-        ++end;
+      while (end < cases.size() && bench::same_timing_group(cases[end], cases[i])) ++end;
     std::vector<BenchCase> group(cases.begin() + std::ptrdiff_t(i), cases.begin() + std::ptrdiff_t(end));
     std::vector<BenchResult> results(group.size());
     s = cuda ? bench::run_cases_cuda(group, &results) : bench::run_case_cpu(group[0], threads, &results[0]);
