@@ -24,7 +24,7 @@ TEST(CudaHostPolicy, KSplitsFollowTheWorkedExample) {
 }
 
 // Narrow tiles up to 24 rows per expert on average, medium up to 32, wide
-// from 33: qwen3 (k = 8, E = 128) at T = 384, 385, 512, 513; mixtral
+// from 33: qwen3 (k = 8, E = 128) at T = 128, 384, 385, 512, 513; mixtral
 // (k = 2, E = 8) at T = 96, 128, 132. The average rounds up (T = 385 gives
 // 24.06, so 25 rows).
 TEST(CudaHostPolicy, TokenTileFollowsRowsPerExpert) {
