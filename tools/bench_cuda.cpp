@@ -166,6 +166,9 @@ Status time_in_graph(Env& env, int reps, int64_t num_tokens, const std::function
   return ok_status();
 }
 
+// Timed calls per figure: the case's own, or fewer for the longest calls.
+int timed_reps(const BenchCase& c) { return c.reps > 0 ? c.reps : (c.tokens >= 4096 ? 10 : 30); }
+
 // One case's inputs, its call, and its graphs: alive while its group is
 // timed.
 struct CaseRun {
@@ -246,7 +249,7 @@ Status finish_case(Env& env, CaseRun& run, double us, BenchResult* out) {
   const BenchCase& c = run.c;
   const Preset& p = c.preset;
   const int64_t T = c.tokens, k = p.top_k, E = p.num_experts;
-  const int reps = c.reps > 0 ? c.reps : (T >= 4096 ? 10 : 30);
+  const int reps = timed_reps(c);
   const auto enqueue = [&](int r) { return run.enqueue(env, r); };
   // The timed calls cycle through the kRotations routings, so the work is
   // their mean: with Zipf routing at small T the experts hit differ between
@@ -333,7 +336,7 @@ Status run_cases_cuda(const std::vector<BenchCase>& group, std::vector<BenchResu
   // bench/results/2026-12-01-h200-675f88f-decode.json).
   const int n = int(runs.size());
   const int step = interleave_step(n, kRotations);
-  const int reps = c0.reps > 0 ? c0.reps : (c0.tokens >= 4096 ? 10 : 30);
+  const int reps = timed_reps(c0);
   std::vector<double> us;
   NVFP4MOE_RETURN_IF_ERROR(bs::median_us_interleaved(
       env->stream, 3, reps, n,
