@@ -1,8 +1,9 @@
 // `nvfp4moe bench`: cases, results, and the per-device runners.
 //
 // The CLI front end (tools/bench.cpp) expands presets x ops x T x routing x
-// schedule into BenchCases, calls the runner of the chosen device for each,
-// and prints / writes the results. Runners: tools/bench_cpu.cpp and
+// schedule into BenchCases, calls the runner of the chosen device for each
+// (on the GPU, for each group of cases timed in turns), and prints / writes
+// the results. Runners: tools/bench_cpu.cpp and
 // tools/bench_cuda.cpp (the latter only in CUDA builds).
 #pragma once
 
@@ -95,14 +96,13 @@ void count_work(const BenchCase& c, const std::vector<int32_t>& ids, double* flo
 int interleave_step(int cases, int rotations);
 
 Status run_case_cpu(const BenchCase& c, int num_threads, BenchResult* out);
-// Available only when built with CUDA; otherwise returns kUnsupported.
-Status run_case_cuda(const BenchCase& c, BenchResult* out);
 // Whether two cases differ only in routing and schedule (same preset, op,
 // T, unfused and reps), so that the GPU runner may time them in turns.
 bool same_timing_group(const BenchCase& a, const BenchCase& b);
 // Cases of one timing group, their main timings taken in turns so that the
 // ratios between them (Zipf against uniform, compact against rect) see one
-// power state; (*out)[i] is group[i]'s result.
+// power state; (*out)[i] is group[i]'s result. Available only when built
+// with CUDA; otherwise returns kUnsupported.
 Status run_cases_cuda(const std::vector<BenchCase>& group, std::vector<BenchResult>* out);
 
 }  // namespace nvfp4moe::bench

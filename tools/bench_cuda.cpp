@@ -346,23 +346,12 @@ Status run_cases_cuda(const std::vector<BenchCase>& group, std::vector<BenchResu
   return ok_status();
 }
 
-Status run_case_cuda(const BenchCase& c, BenchResult* out) {
-  if (out == nullptr) return invalid_argument("run_case_cuda: out is null");
-  std::vector<BenchResult> one;
-  NVFP4MOE_RETURN_IF_ERROR(run_cases_cuda({c}, &one));
-  *out = std::move(one[0]);
-  return ok_status();
-}
-
 }  // namespace nvfp4moe::bench
 
 #else
 
 namespace nvfp4moe::bench {
 Status run_cases_cuda(const std::vector<BenchCase>&, std::vector<BenchResult>*) {
-  return make_status(StatusCode::kUnsupported, "this build has no CUDA backend (configure with nvcc present)");
-}
-Status run_case_cuda(const BenchCase&, BenchResult*) {
   return make_status(StatusCode::kUnsupported, "this build has no CUDA backend (configure with nvcc present)");
 }
 }  // namespace nvfp4moe::bench
