@@ -81,11 +81,16 @@ Status launch_reduce_split_k(const GemmParams& p, int num_sms, cudaStream_t stre
 // 0.90-0.92x of rect (bench/results/2026-11-30-h200-f12513b-compact-rect-
 // order.json): a persistent CTA takes its next item one tile ahead (or, for
 // narrow tiles, by a fixed stride), not when it frees, so in a grid of
-// 1-2 items per SM the second wave went to CTAs that were still busy.
+// 1-2 items per SM the second wave went to CTAs that were still busy. At
+// 2 waves, mixtral down T = 2048 (640 items) still ran compact at 0.96-0.97x
+// of rect; at 5 it ran 1.006-1.009x faster, equal to rect, and gpt-oss down
+// T = 512 (576 items) 0.99-1.01x (bench/results/2026-12-01-h200-ab-one-shot-
+// waves-5.json).
 // Worked examples (132 SMs): mixtral down T = 512 (1024 pairs, E = 8, N =
-// 4096 in 256-row tiles) -> (8 + 8) x 16 = 256 CTAs; qwen3 gate_up T = 2048
-// -> (128 + 128) x 6 = 1536 items -> 132 persistent CTAs.
-inline constexpr int64_t kOneShotWaves = 2;
+// 4096 in 256-row tiles) -> (8 + 8) x 16 = 256 CTAs; mixtral down T = 2048
+// -> (32 + 8) x 16 = 640 CTAs; qwen3 gate_up T = 2048 -> (128 + 128) x 6 =
+// 1536 items -> 132 persistent CTAs.
+inline constexpr int64_t kOneShotWaves = 5;
 inline int64_t compact_items_bound(int64_t pairs, int64_t num_experts, int32_t block_t, int64_t n_tiles,
                                    int64_t k_splits) {
   return (pairs / block_t + std::min(num_experts, pairs)) * n_tiles * k_splits;

@@ -1,7 +1,7 @@
 // Tile schedulers: which (expert rows, N tile) a CTA computes next.
 //
 // compact: the device job list, item = job * n_tiles + n_tile. A grid of
-//          at most two waves has one CTA per possible item, each taking
+//          at most five waves has one CTA per possible item, each taking
 //          item blockIdx.x (compact_grid_ctas, launch.hpp); larger ones are
 //          persistent and walk the items. There wide tiles take items in
 //          order from a global counter as CTAs come free (tiles of 32, 64

@@ -377,10 +377,12 @@ TEST_F(GpuMulMatId, RaggedRouting) {
 TEST_F(GpuMulMatId, SchedulesBitIdenticalAndDeterministic) {
   std::mt19937_64 rng(test_seed());
   for (int64_t T : {1, 33, 224, 700, 8192}) {
-    const int64_t E = 32, N = 384, K = 1024, k = 4;
+    // N = 768: three wide N tiles, so T = 8192's bound (864 items) is past
+    // the one-shot grid's five waves of 132 SMs.
+    const int64_t E = 32, N = 768, K = 1024, k = 4;
     if (T == 33) ASSERT_EQ(cuda::kBlockTNarrow, cuda::choose_block_rows(T, k, E));
     if (T == 224) ASSERT_EQ(cuda::kBlockTMedium, cuda::choose_block_rows(T, k, E));
-    const int64_t items = cuda::compact_items_bound(T * k, E, cuda::kBlockTWide, 2, 1);
+    const int64_t items = cuda::compact_items_bound(T * k, E, cuda::kBlockTWide, 3, 1);
     if (T == 700) ASSERT_EQ(items, cuda::compact_grid_ctas(items, ctx->num_sms()));
     if (T == 8192) ASSERT_EQ(ctx->num_sms(), cuda::compact_grid_ctas(items, ctx->num_sms()));
     ExpertWeights w = random_weights(rng, E, N, K);

@@ -138,15 +138,18 @@ TEST(CudaHostPolicy, StreamerOverlapNeedsMoreCtasThanSms) {
 }
 
 // The compact grid's worked examples (launch.hpp), and the bound itself.
-TEST(CudaHostPolicy, CompactGridIsOneShotUpToTwoWaves) {
+TEST(CudaHostPolicy, CompactGridIsOneShotUpToFiveWaves) {
   const int64_t mixtral_down = cuda::compact_items_bound(512 * 2, 8, cuda::kBlockTWide, 4096 / 256, 1);
   EXPECT_EQ(256, mixtral_down);
   EXPECT_EQ(256, cuda::compact_grid_ctas(mixtral_down, 132));
+  const int64_t mixtral_down_2048 = cuda::compact_items_bound(2048 * 2, 8, cuda::kBlockTWide, 4096 / 256, 1);
+  EXPECT_EQ(640, mixtral_down_2048);
+  EXPECT_EQ(640, cuda::compact_grid_ctas(mixtral_down_2048, 132));
   const int64_t qwen3_gate_up = cuda::compact_items_bound(2048 * 8, 128, cuda::kBlockTWide, 1536 / 256, 1);
   EXPECT_EQ(1536, qwen3_gate_up);
   EXPECT_EQ(132, cuda::compact_grid_ctas(qwen3_gate_up, 132));
-  EXPECT_EQ(264, cuda::compact_grid_ctas(264, 132));
-  EXPECT_EQ(132, cuda::compact_grid_ctas(265, 132));
+  EXPECT_EQ(660, cuda::compact_grid_ctas(660, 132));
+  EXPECT_EQ(132, cuda::compact_grid_ctas(661, 132));
   EXPECT_EQ(0, cuda::compact_grid_ctas(0, 132));
   // Fewer pairs than experts: at most one job per pair.
   EXPECT_EQ(3 * 2, cuda::compact_items_bound(3, 128, cuda::kBlockTNarrow, 2, 1));
