@@ -73,30 +73,32 @@ Status launch_reduce_split_k(const GemmParams& p, int num_sms, cudaStream_t stre
 // Host policy: the compact schedule's grid. At most max_jobs() jobs exist
 // (each expert adds at most one partial tile to pairs / block_t full ones),
 // so items_bound = (pairs / block_t + min(E, pairs)) x N tiles x K splits,
-// known on the host before the plan runs. Up to kOneShotWaves grids
-// of SMs, one CTA per item bound: the hardware hands each item to the first
-// SM that frees, as in the rect grid, and the CTAs past the real item count
-// exit at once. Beyond it, num_sms persistent CTAs walk the items. NOTES:
-// mixtral down T = 512 (<= 256 items of ~180 us on 132 SMs) ran compact at
-// 0.90-0.92x of rect (bench/results/2026-11-30-h200-f12513b-compact-rect-
-// order.json): a persistent CTA takes its next item one tile ahead (or, for
-// narrow tiles, by a fixed stride), not when it frees, so in a grid of
-// 1-2 items per SM the second wave went to CTAs that were still busy. At
-// 2 waves, mixtral down T = 2048 (640 items) still ran compact at 0.96-0.97x
-// of rect; at 5 it ran 1.006-1.009x faster, equal to rect, and gpt-oss down
-// T = 512 (576 items) 0.99-1.01x (bench/results/2026-12-01-h200-ab-one-shot-
-// waves-5.json).
+// known on the host before the plan runs. Up to one_shot_waves(block_t)
+// grids of SMs, one CTA per item bound: the hardware hands each item to the
+// first SM that frees, as in the rect grid, and the CTAs past the real item
+// count exit at once. Beyond it, num_sms persistent CTAs walk the items.
+// NOTES: mixtral down T = 512 (<= 256 items of ~180 us on 132 SMs) ran
+// compact at 0.90-0.92x of rect (bench/results/2026-11-30-h200-f12513b-
+// compact-rect-order.json): a persistent CTA takes its next item one tile
+// ahead (or, for narrow tiles, by a fixed stride), not when it frees, so in
+// a grid of 1-2 items per SM the second wave went to CTAs that were still
+// busy. Five waves for wide tiles: mixtral down T = 2048 (640 items) then
+// runs as rect does (1.006-1.01x, ...-2026-12-01-h200-ab-one-shot-waves-5
+// .json and ...-ea36d8e-one-shot-waves-5.json). Two for the others: their
+// items are short, and one CTA per item ran gpt-oss down T = 16 and 128
+// (408 and 576 narrow items) 0.94-0.96x of the persistent stripe, which
+// carries each CTA's set-up and pipeline across its items.
 // Worked examples (132 SMs): mixtral down T = 512 (1024 pairs, E = 8, N =
 // 4096 in 256-row tiles) -> (8 + 8) x 16 = 256 CTAs; mixtral down T = 2048
 // -> (32 + 8) x 16 = 640 CTAs; qwen3 gate_up T = 2048 -> (128 + 128) x 6 =
 // 1536 items -> 132 persistent CTAs.
-inline constexpr int64_t kOneShotWaves = 5;
+inline constexpr int64_t one_shot_waves(int32_t block_t) { return block_t == kBlockTWide ? 5 : 2; }
 inline int64_t compact_items_bound(int64_t pairs, int64_t num_experts, int32_t block_t, int64_t n_tiles,
                                    int64_t k_splits) {
   return (pairs / block_t + std::min(num_experts, pairs)) * n_tiles * k_splits;
 }
-inline int64_t compact_grid_ctas(int64_t items_bound, int num_sms) {
-  return items_bound <= kOneShotWaves * num_sms ? items_bound : num_sms;
+inline int64_t compact_grid_ctas(int64_t items_bound, int num_sms, int32_t block_t) {
+  return items_bound <= one_shot_waves(block_t) * num_sms ? items_bound : num_sms;
 }
 
 // K blocks cut into `splits` ranges of ceil(k_blocks / splits) with none

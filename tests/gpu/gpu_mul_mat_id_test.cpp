@@ -383,8 +383,8 @@ TEST_F(GpuMulMatId, SchedulesBitIdenticalAndDeterministic) {
     if (T == 33) ASSERT_EQ(cuda::kBlockTNarrow, cuda::choose_block_rows(T, k, E));
     if (T == 224) ASSERT_EQ(cuda::kBlockTMedium, cuda::choose_block_rows(T, k, E));
     const int64_t items = cuda::compact_items_bound(T * k, E, cuda::kBlockTWide, 3, 1);
-    if (T == 700) ASSERT_EQ(items, cuda::compact_grid_ctas(items, ctx->num_sms()));
-    if (T == 8192) ASSERT_EQ(ctx->num_sms(), cuda::compact_grid_ctas(items, ctx->num_sms()));
+    if (T == 700) ASSERT_EQ(items, cuda::compact_grid_ctas(items, ctx->num_sms(), cuda::kBlockTWide));
+    if (T == 8192) ASSERT_EQ(ctx->num_sms(), cuda::compact_grid_ctas(items, ctx->num_sms(), cuda::kBlockTWide));
     ExpertWeights w = random_weights(rng, E, N, K);
     cuda::DeviceExpertWeights dw;
     ASSERT_OK(cuda::upload_expert_weights(w.view(), &dw));

@@ -138,19 +138,28 @@ TEST(CudaHostPolicy, StreamerOverlapNeedsMoreCtasThanSms) {
 }
 
 // The compact grid's worked examples (launch.hpp), and the bound itself.
-TEST(CudaHostPolicy, CompactGridIsOneShotUpToFiveWaves) {
-  const int64_t mixtral_down = cuda::compact_items_bound(512 * 2, 8, cuda::kBlockTWide, 4096 / 256, 1);
+TEST(CudaHostPolicy, CompactGridIsOneShotUpToFiveWavesOfWideTilesTwoOfOthers) {
+  const int32_t wide = cuda::kBlockTWide;
+  const int64_t mixtral_down = cuda::compact_items_bound(512 * 2, 8, wide, 4096 / 256, 1);
   EXPECT_EQ(256, mixtral_down);
-  EXPECT_EQ(256, cuda::compact_grid_ctas(mixtral_down, 132));
-  const int64_t mixtral_down_2048 = cuda::compact_items_bound(2048 * 2, 8, cuda::kBlockTWide, 4096 / 256, 1);
+  EXPECT_EQ(256, cuda::compact_grid_ctas(mixtral_down, 132, wide));
+  const int64_t mixtral_down_2048 = cuda::compact_items_bound(2048 * 2, 8, wide, 4096 / 256, 1);
   EXPECT_EQ(640, mixtral_down_2048);
-  EXPECT_EQ(640, cuda::compact_grid_ctas(mixtral_down_2048, 132));
-  const int64_t qwen3_gate_up = cuda::compact_items_bound(2048 * 8, 128, cuda::kBlockTWide, 1536 / 256, 1);
+  EXPECT_EQ(640, cuda::compact_grid_ctas(mixtral_down_2048, 132, wide));
+  const int64_t qwen3_gate_up = cuda::compact_items_bound(2048 * 8, 128, wide, 1536 / 256, 1);
   EXPECT_EQ(1536, qwen3_gate_up);
-  EXPECT_EQ(132, cuda::compact_grid_ctas(qwen3_gate_up, 132));
-  EXPECT_EQ(660, cuda::compact_grid_ctas(660, 132));
-  EXPECT_EQ(132, cuda::compact_grid_ctas(661, 132));
-  EXPECT_EQ(0, cuda::compact_grid_ctas(0, 132));
+  EXPECT_EQ(132, cuda::compact_grid_ctas(qwen3_gate_up, 132, wide));
+  EXPECT_EQ(660, cuda::compact_grid_ctas(660, 132, wide));
+  EXPECT_EQ(132, cuda::compact_grid_ctas(661, 132, wide));
+  EXPECT_EQ(0, cuda::compact_grid_ctas(0, 132, wide));
+  // gpt-oss down T = 16: 408 narrow items stay persistent.
+  const int64_t gpt_oss_down = cuda::compact_items_bound(16 * 4, 32, cuda::kBlockTNarrow, (2880 + 255) / 256, 1);
+  EXPECT_EQ(408, gpt_oss_down);
+  EXPECT_EQ(132, cuda::compact_grid_ctas(gpt_oss_down, 132, cuda::kBlockTNarrow));
+  for (const int32_t other : {cuda::kBlockTNarrow, cuda::kBlockTMedium}) {
+    EXPECT_EQ(264, cuda::compact_grid_ctas(264, 132, other));
+    EXPECT_EQ(132, cuda::compact_grid_ctas(265, 132, other));
+  }
   // Fewer pairs than experts: at most one job per pair.
   EXPECT_EQ(3 * 2, cuda::compact_items_bound(3, 128, cuda::kBlockTNarrow, 2, 1));
   // The CPU plan (the device plan's mirror, DevicePlanEqualsCpuPlan) never

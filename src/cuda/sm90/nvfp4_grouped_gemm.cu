@@ -42,7 +42,7 @@ Status launch_sm90(const GemmParams& p, int num_sms, cudaStream_t stream) {
     grid = int64_t(p.num_experts) * p.rect_tiles_per_expert * p.n_tiles(kChunks) * p.k_splits;
   } else {
     const int64_t items = compact_items_bound(p.sorted_rows, p.num_experts, kBlockT, p.n_tiles(kChunks), p.k_splits);
-    grid = compact_grid_ctas(items, num_sms);
+    grid = compact_grid_ctas(items, num_sms, kBlockT);
     q.one_cta_per_item = grid == items;
   }
   if (grid <= 0) return ok_status();
