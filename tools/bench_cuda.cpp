@@ -281,9 +281,9 @@ Status finish_case(Env& env, CaseRun& run, double us, BenchResult* out) {
   // The routing plan alone, for the plan-overhead target: in a graph of its
   // own (plan_us, which also pays that graph's launch, ~3 us on an H200) and
   // as one node of a longer graph (plan_in_graph_us).
-  const int32_t block = nc::choose_block_rows(T, k, E);
+  const PlanOptions plan_options = nc::choose_plan_options(T, k, E);
   const auto plan = [&](int r) {
-    return nc::build_plan(*env.ctx, run.dids[size_t(r)].as<int32_t>(), T, k, E, block, env.stream);
+    return nc::build_plan(*env.ctx, run.dids[size_t(r)].as<int32_t>(), T, k, E, plan_options, env.stream);
   };
   double plan_us = 0, plan_in_graph_us = 0;
   NVFP4MOE_RETURN_IF_ERROR(time_graphs(env, reps, plan, &plan_us));

@@ -140,9 +140,17 @@ Status moe_layer(Context& ctx, const CudaMoeLayerArgs& a, Stream stream);
 // Builds the routing plan on the device only (for tests and benchmarks).
 Status build_plan(Context& ctx, const int32_t* ids, int64_t num_tokens, int64_t top_k, int64_t num_experts,
                   int32_t block_rows, Stream stream);
+Status build_plan(Context& ctx, const int32_t* ids, int64_t num_tokens, int64_t top_k, int64_t num_experts,
+                  const PlanOptions& options, Stream stream);
 // Copies the last device plan back (synchronizes).
 Status download_plan(Context& ctx, Stream stream, RoutingPlan* out);
 // The token-tile height the ops use for T tokens (host policy, testable).
 int32_t choose_block_rows(int64_t num_tokens, int64_t top_k, int64_t num_experts);
+// The plan the ops build for T tokens (host policy, testable): either one
+// token tile for every expert (choose_block_rows, light_max_rows = 0), or,
+// for large batches over many experts, light experts of at most 32 rows
+// run with narrow tiles and the others with wide ones (block_rows = 128,
+// light_max_rows = 32).
+PlanOptions choose_plan_options(int64_t num_tokens, int64_t top_k, int64_t num_experts);
 
 }  // namespace nvfp4moe::cuda

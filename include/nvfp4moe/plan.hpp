@@ -12,7 +12,12 @@
 //               listed; an expert with no rows has no job. Jobs are ordered by
 //               expert, then by row: expert e's rows [offsets[e], offsets[e+1])
 //               are cut into tiles starting at offsets[e] + i * block_rows, all
-//               full except possibly the last.
+//               full except possibly the last. With light_max_rows > 0
+//               (PlanOptions), the jobs of light experts (1 .. light_max_rows
+//               rows, one job each) follow all the others, again by expert:
+//               jobs [0, light_jobs_begin) cut the other experts' rows,
+//               [light_jobs_begin, end) are the light experts' (the GPU runs
+//               the two ranges with different token tiles).
 //   max_count   max over e of counts[e] (0 when T = 0)
 // T = 0 is valid and gives an empty plan (counts and offsets all zero, no
 // sorted rows, no jobs). T * k must fit in int32 (rows are int32 everywhere).
@@ -49,6 +54,9 @@ int32_t job_tile_rows(int32_t num_rows, int32_t block_rows);
 
 struct PlanOptions {
   int32_t block_rows = 128;  // maximum rows of one job (the mainloop's token tile)
+  // Experts with 1 .. light_max_rows rows are light: their jobs come last.
+  // 0: no light experts (one range). At most block_rows.
+  int32_t light_max_rows = 0;
 };
 
 struct RoutingPlan {
@@ -56,11 +64,13 @@ struct RoutingPlan {
   int32_t top_k = 0;        // k
   int32_t num_experts = 0;  // E
   int32_t block_rows = 0;
+  int32_t light_max_rows = 0;
   std::vector<int32_t> counts;      // [E]
   std::vector<int32_t> offsets;     // [E + 1]
   std::vector<int32_t> sorted_src;  // [T*k]
   std::vector<int32_t> inverse;     // [T*k]
   std::vector<ExpertJob> jobs;      // compact worklist
+  int32_t light_jobs_begin = 0;     // first light expert's job; jobs.size() when none
   int32_t max_count = 0;            // largest counts[e]
 };
 
@@ -73,7 +83,8 @@ struct RoutingPlan {
 // "ids[t][i] and ids[t][j] are both expert e". ids may be null when T = 0.
 Status validate_ids(const int32_t* ids, int64_t num_tokens, int64_t top_k, int64_t num_experts);
 
-// Validates ids (as above) and block_rows > 0, then fills *out completely.
+// Validates ids (as above), block_rows > 0 and 0 <= light_max_rows <=
+// block_rows, then fills *out completely.
 // On error *out is left untouched.
 Status build_routing_plan(const int32_t* ids, int64_t num_tokens, int64_t top_k, int64_t num_experts,
                           const PlanOptions& opt, RoutingPlan* out);

@@ -31,6 +31,13 @@ enum class EpilogueKind : int32_t {
   kSwiGLU = 1,  // tile rows = (gate block, up block): y = act(alpha * g, alpha_up * u)
 };
 
+// Which experts a GEMM launch computes (GemmParams::light_max_rows).
+enum class ExpertClass : int32_t {
+  kAll = 0,
+  kRegular = 1,  // experts of more than light_max_rows rows: compact jobs [0, *light_jobs_begin)
+  kLight = 2,    // experts of 1 .. light_max_rows rows: jobs [*light_jobs_begin, *num_jobs)
+};
+
 // The compact schedule's work counter, one per Context. Zero between
 // launches: the kernel that uses it rewinds it as its last CTA finishes.
 struct TileQueue {
@@ -65,6 +72,14 @@ struct GemmParams {
   // launch.hpp) and the CTAs take items by index, not from the queue.
   bool one_cta_per_item = false;
   int32_t rect_tiles_per_expert = 0;  // ceil(T / block_t): the worst case, known on the host
+  // Light experts (choose_plan_options): with light_max_rows > 0 the plan
+  // lists their jobs last, from *light_jobs_begin, and launch_grouped_gemm
+  // runs the other experts with wide tiles, then the light ones with narrow
+  // tiles in a second launch that fills the first one's tail. It sets
+  // expert_class for each launch; both schedules take the same class.
+  int32_t light_max_rows = 0;
+  const int32_t* light_jobs_begin = nullptr;
+  ExpertClass expert_class = ExpertClass::kAll;
 
   // Output.
   void* y = nullptr;
@@ -95,8 +110,9 @@ struct GemmParams {
   float* stream_partial = nullptr;
   uint32_t* stream_counters = nullptr;
 
-  // Programmatic dependent launch of the weight streamer (LaunchOrder,
-  // launch.hpp). The launcher sets overlaps_previous when it launches the
+  // Programmatic dependent launch of the weight streamer and of the light
+  // experts' GEMM (LaunchOrder, launch.hpp). The launcher sets
+  // overlaps_previous when it launches the
   // kernel to overlap the one before it (which then waits for it); the
   // caller sets next_overlaps when the next kernel will overlap this one
   // (which then lets it be scheduled). Without them the kernel executes no

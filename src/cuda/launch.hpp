@@ -97,6 +97,16 @@ inline int64_t compact_items_bound(int64_t pairs, int64_t num_experts, int32_t b
                                    int64_t k_splits) {
   return (pairs / block_t + std::min(num_experts, pairs)) * n_tiles * k_splits;
 }
+// The jobs bound of one class of experts (GemmParams::expert_class): a
+// light expert has one job; a regular one more than light_max_rows rows.
+inline int64_t compact_class_jobs_bound(int64_t pairs, int64_t num_experts, int32_t block_t, ExpertClass c,
+                                        int32_t light_max_rows) {
+  switch (c) {
+    case ExpertClass::kLight: return std::min(num_experts, pairs);
+    case ExpertClass::kRegular: return pairs / block_t + std::min(num_experts, pairs / (int64_t(light_max_rows) + 1));
+    default: return compact_items_bound(pairs, num_experts, block_t, 1, 1);
+  }
+}
 inline int64_t compact_grid_ctas(int64_t items_bound, int num_sms, int32_t block_t) {
   return items_bound <= one_shot_waves(block_t) * num_sms ? items_bound : num_sms;
 }
@@ -207,7 +217,7 @@ inline bool streamer_overlap_pays(int64_t grid_ctas, int num_sms) { return grid_
 Status launch_weight_streamer(const GemmParams& p, int num_sms, cudaStream_t stream, LaunchOrder order);
 
 Status launch_build_plan(const int32_t* ids, int64_t num_tokens, int64_t top_k, int64_t num_experts,
-                         int32_t block_rows, const DevicePlan& plan, cudaStream_t stream);
+                         int32_t block_rows, int32_t light_max_rows, const DevicePlan& plan, cudaStream_t stream);
 
 // x (F32) -> BF16, n elements.
 Status launch_f32_to_bf16(const float* x, uint16_t* y, int64_t n, cudaStream_t stream);

@@ -188,7 +188,7 @@ struct Context::Impl {
   DeviceBuffer tile_queue;
   int64_t plan_tokens = 0, plan_top_k = 0, plan_experts = 0;
   int64_t status_experts = 0;  // E of the last call that wrote the status word (plan or streamer)
-  int32_t plan_block_rows = 0;
+  int32_t plan_block_rows = 0, plan_light_max_rows = 0;
   DeviceBuffer x_bf16, h_bf16, y_f32, gu_f32, partial_f32;
   // The weight streamer's K-split sums and counters (GemmParams), one set
   // per streamer that may run beside another: kStreamFirst for MUL_MAT_ID
@@ -209,6 +209,7 @@ struct Context::Impl {
     d.num_jobs = s;
     d.max_count = s + 1;
     d.status = reinterpret_cast<PlanStatus*>(s + 2);
+    d.light_jobs_begin = s + 6;
     d.barrier = grid_sync.as<GridBarrier>();
     d.cta_first_bad = reinterpret_cast<int32_t*>(d.barrier + 1);
     d.cta_counts = cta_counts.as<int32_t>();
@@ -250,6 +251,8 @@ struct Context::Impl {
     NVFP4MOE_RETURN_IF_ERROR(grow(&sorted_src, sizeof(int32_t) * pairs, stream, "plan.sorted_src"));
     NVFP4MOE_RETURN_IF_ERROR(grow(&inverse, sizeof(int32_t) * pairs, stream, "plan.inverse"));
     NVFP4MOE_RETURN_IF_ERROR(grow(&jobs, jobs_bytes, stream, "plan.jobs"));
+    // num_jobs, max_count, the PlanStatus, light_jobs_begin (DevicePlan).
+    static_assert(sizeof(PlanStatus) == 4 * sizeof(int32_t), "plan scalars layout");
     NVFP4MOE_RETURN_IF_ERROR(grow(&scalars, sizeof(int32_t) * 8, stream, "plan.scalars"));
     NVFP4MOE_RETURN_IF_ERROR(
         grow(&cta_counts, sizeof(int32_t) * size_t(num_sms) * plan_counts_stride(experts), stream, "plan.cta_counts"));
@@ -351,10 +354,41 @@ int32_t choose_block_rows(int64_t num_tokens, int64_t top_k, int64_t num_experts
   return avg_rows <= kMediumMaxAvgRows ? kBlockTMedium : kBlockTWide;
 }
 
+PlanOptions choose_plan_options(int64_t num_tokens, int64_t top_k, int64_t num_experts) {
+  // Light experts from kLightMinPairs routed rows over at least
+  // kLightMinExperts experts, up to kLightMaxAvgRows rows per expert on
+  // average. Every tile streams and dequantizes its expert's weights over
+  // the whole K whatever its rows, so an expert costs its tile count: under a
+  // skewed routing, a heavy expert cut into narrow tiles dequantizes its
+  // weights several times, and a light one in a wide kernel pays the wide
+  // tile's slower K blocks for 32 columns. The second launch (filling the
+  // first one's tail, LaunchOrder) costs a few microseconds, hence the size
+  // threshold; with few experts, or many rows each, none is light.
+  // NOTES: H200 A/B (bench/results/2026-12-01-h200-ab-e2483ce-light-
+  // experts.json) against one tile per launch: Zipf(1.2) deepseek T = 512
+  // 1.10-1.15x, T = 2048 1.06-1.12x, qwen3 T = 512 1.05-1.13x, T = 2048
+  // 1.01-1.03x; uniform routing 0.98-1.06x, but the qwen3 layer at T = 512
+  // 0.956x (two more launches in ~200 us) and gpt-oss at T = 2048 (256
+  // rows per expert, no light expert) 0.97-0.98x, hence the average's cap.
+  constexpr int64_t kLightMinPairs = 4096, kLightMinExperts = 32, kLightMaxAvgRows = 128;
+  PlanOptions o;
+  const int64_t pairs = num_tokens * top_k;
+  const char* forced = std::getenv("NVFP4MOE_EXPERT_CLASSES");  // experiments and tests: 0 or 1
+  const bool light = forced ? forced[0] == '1'
+                            : !std::getenv("NVFP4MOE_BLOCK_ROWS") && pairs >= kLightMinPairs &&
+                                  num_experts >= kLightMinExperts && pairs <= kLightMaxAvgRows * num_experts;
+  o.light_max_rows = light ? kBlockTNarrow : 0;
+  o.block_rows = light ? kBlockTWide : choose_block_rows(num_tokens, top_k, num_experts);
+  return o;
+}
+
 Status build_plan(Context& ctx, const int32_t* ids, int64_t num_tokens, int64_t top_k, int64_t num_experts,
-                  int32_t block_rows, Stream stream) {
+                  const PlanOptions& options, Stream stream) {
   NVFP4MOE_RETURN_IF_ERROR(check_shape_limits(num_tokens, top_k, num_experts));
+  const int32_t block_rows = options.block_rows, light_max_rows = options.light_max_rows;
   if (block_rows <= 0) return invalid_argument("block_rows = ", block_rows, " must be positive");
+  if (light_max_rows < 0 || light_max_rows > block_rows)
+    return invalid_argument("light_max_rows = ", light_max_rows, " must be in [0, block_rows = ", block_rows, "]");
   if (num_tokens > 0 && ids == nullptr) return invalid_argument("ids is null with num_tokens = ", num_tokens);
   Context::Impl& m = *ctx.impl();
   NVFP4MOE_RETURN_IF_ERROR(m.grow_plan(num_tokens * top_k, num_experts, stream, block_rows));
@@ -363,7 +397,15 @@ Status build_plan(Context& ctx, const int32_t* ids, int64_t num_tokens, int64_t 
   m.plan_experts = num_experts;
   m.status_experts = num_experts;
   m.plan_block_rows = block_rows;
-  return launch_build_plan(ids, num_tokens, top_k, num_experts, block_rows, m.plan(), stream);
+  m.plan_light_max_rows = light_max_rows;
+  return launch_build_plan(ids, num_tokens, top_k, num_experts, block_rows, light_max_rows, m.plan(), stream);
+}
+
+Status build_plan(Context& ctx, const int32_t* ids, int64_t num_tokens, int64_t top_k, int64_t num_experts,
+                  int32_t block_rows, Stream stream) {
+  PlanOptions options;
+  options.block_rows = block_rows;
+  return build_plan(ctx, ids, num_tokens, top_k, num_experts, options, stream);
 }
 
 Status download_plan(Context& ctx, Stream stream, RoutingPlan* out) {
@@ -377,6 +419,7 @@ Status download_plan(Context& ctx, Stream stream, RoutingPlan* out) {
   p.top_k = int32_t(m.plan_top_k);
   p.num_experts = int32_t(E);
   p.block_rows = m.plan_block_rows;
+  p.light_max_rows = m.plan_light_max_rows;
   p.counts.resize(E);
   p.offsets.resize(E + 1);
   p.sorted_src.resize(pairs);
@@ -384,6 +427,7 @@ Status download_plan(Context& ctx, Stream stream, RoutingPlan* out) {
   int32_t num_jobs = 0;
   NVFP4MOE_CUDA_TRY(cudaMemcpy(&num_jobs, d.num_jobs, sizeof(int32_t), cudaMemcpyDeviceToHost));
   NVFP4MOE_CUDA_TRY(cudaMemcpy(&p.max_count, d.max_count, sizeof(int32_t), cudaMemcpyDeviceToHost));
+  NVFP4MOE_CUDA_TRY(cudaMemcpy(&p.light_jobs_begin, d.light_jobs_begin, sizeof(int32_t), cudaMemcpyDeviceToHost));
   p.jobs.resize(num_jobs);
   NVFP4MOE_CUDA_TRY(cudaMemcpy(p.counts.data(), d.counts, sizeof(int32_t) * E, cudaMemcpyDeviceToHost));
   NVFP4MOE_CUDA_TRY(cudaMemcpy(p.offsets.data(), d.offsets, sizeof(int32_t) * (E + 1), cudaMemcpyDeviceToHost));
@@ -444,6 +488,8 @@ Status gemm_params(Context::Impl& m, const DeviceExpertWeights& w, Schedule sche
   p.schedule = schedule;
   p.queue = m.tile_queue.as<TileQueue>();
   p.rect_tiles_per_expert = int32_t((m.plan_tokens + block_t - 1) / block_t);
+  p.light_max_rows = m.plan_light_max_rows;
+  p.light_jobs_begin = d.light_jobs_begin;
   p.sorted_rows = m.plan_tokens * m.plan_top_k;
   p.k_splits = choose_k_splits(m.plan_tokens, m.plan_top_k, w.num_experts, w.rows, w.cols, block_t, m.num_sms);
   if (p.k_splits > 1) {
@@ -522,8 +568,9 @@ Status mul_mat_id(Context& ctx, const CudaMulMatIdArgs& a, Stream stream) {
     p.y_map = RowMap::kPair;
     return launch_weight_streamer(p, m.num_sms, stream, LaunchOrder::kAfterPrevious);
   }
-  const int32_t block_t = choose_block_rows(a.num_tokens, a.top_k, w.num_experts);
-  NVFP4MOE_RETURN_IF_ERROR(build_plan(ctx, a.ids, a.num_tokens, a.top_k, w.num_experts, block_t, stream));
+  const PlanOptions tiles = choose_plan_options(a.num_tokens, a.top_k, w.num_experts);
+  const int32_t block_t = tiles.block_rows;
+  NVFP4MOE_RETURN_IF_ERROR(build_plan(ctx, a.ids, a.num_tokens, a.top_k, w.num_experts, tiles, stream));
   const int64_t x_rows = a.x_per_slot ? a.num_tokens * a.top_k : a.num_tokens;
   const uint16_t* x = nullptr;
   NVFP4MOE_RETURN_IF_ERROR(activations_bf16(m, a.x, a.x_dtype, x_rows * w.cols, stream, &x));
@@ -590,8 +637,9 @@ Status moe_layer(Context& ctx, const CudaMoeLayerArgs& a, Stream stream) {
     return launch_combine_slots(m.y_f32.as<float>(), T, k, H, m.plan().status, a.out, stream,
                                 LaunchOrder::kOverlapPrevious);
   }
-  const int32_t block_t = choose_block_rows(T, k, L.num_experts);
-  NVFP4MOE_RETURN_IF_ERROR(build_plan(ctx, a.ids, T, k, L.num_experts, block_t, stream));
+  const PlanOptions tiles = choose_plan_options(T, k, L.num_experts);
+  const int32_t block_t = tiles.block_rows;
+  NVFP4MOE_RETURN_IF_ERROR(build_plan(ctx, a.ids, T, k, L.num_experts, tiles, stream));
   const uint16_t* x = nullptr;
   NVFP4MOE_RETURN_IF_ERROR(activations_bf16(m, a.x, a.x_dtype, T * H, stream, &x));
 

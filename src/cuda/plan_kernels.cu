@@ -28,7 +28,10 @@
 //   4. One block scan over experts of (rows, jobs) packed in 64 bits gives
 //      offsets and each expert's first job; CTA 0 writes the per-expert
 //      arrays, and the jobs are spread over all threads of the grid (a
-//      binary search over the job offsets finds a job's expert).
+//      binary search over the job offsets finds a job's expert). Light
+//      experts (light_max_rows, plan.hpp) are counted by one ballot per
+//      warp beside that scan; their jobs go last, in expert order, through
+//      a shared list of them.
 //   5. Each warp walks its range again and places pair p at
 //      offsets[e] + (earlier CTAs' e-pairs) + (earlier warps' e-pairs)
 //      + (its own earlier e-pairs), which is the stable order by pair index.
@@ -140,9 +143,10 @@ __device__ __forceinline__ uint64_t block_exclusive_sum(uint64_t value, uint64_t
 // an H200, the 21 KB one 3.9 us. Loops over chunks and bits stay rolled.
 __global__ void __launch_bounds__(kPlanThreads, 1)
     build_plan_kernel(const int32_t* __restrict__ ids, int32_t num_tokens, int32_t top_k, int32_t num_experts,
-                      int32_t block_rows, DevicePlan plan) {
+                      int32_t block_rows, int32_t light_max_rows, DevicePlan plan) {
   static_assert(kPlanWarps == 32, "the block scan's second level is one warp");
   __shared__ uint64_t warp_sums[kPlanWarps];
+  __shared__ int32_t warp_light[kPlanWarps];
   __shared__ int32_t first_bad, max_count;
   extern __shared__ int32_t smem[];
   const int32_t E = num_experts;
@@ -150,7 +154,8 @@ __global__ void __launch_bounds__(kPlanThreads, 1)
   int32_t* total = cursors + E * kPlanCursorStride;  // [E] pairs of expert e (all CTAs)
   int32_t* first_row = total + E;                    // [E] this CTA's first row of expert e
   int32_t* offsets = first_row + E;                  // [E] offsets[e]
-  int32_t* job_begin = offsets + E;                  // [E + 1] first job of expert e; [E] = num_jobs
+  int32_t* job_begin = offsets + E;                  // [E + 1] first job of a non-light expert e; [E]: their count
+  int32_t* light_list = job_begin + E + 1;           // [E] the light experts, ascending
 
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const uint32_t lanes_below = (1u << lane) - 1u;
@@ -274,6 +279,7 @@ __global__ void __launch_bounds__(kPlanThreads, 1)
         const int32_t p = first_bad, e = ids[p];
         *plan.status = {e < 0 || e >= E ? kPlanIdOutOfRange : kPlanDuplicateId, p / top_k, p % top_k, e};
         *plan.num_jobs = 0;
+        *plan.light_jobs_begin = 0;
         *plan.max_count = 0;
       }
       // No expert has rows, so not even the rectangular schedule (which
@@ -287,18 +293,30 @@ __global__ void __launch_bounds__(kPlanThreads, 1)
   }
 
   // 4. Offsets and job offsets over experts, in one scan: rows in the low
-  // word (their sum is T*k < 2^31, no carry), jobs in the high word.
+  // word (their sum is T*k < 2^31, no carry), jobs in the high word. A light
+  // expert has one job (light_max_rows <= block_rows) and no place in the
+  // scan's jobs; the warps' ballots of light experts are summed beside it
+  // (block_exclusive_sum's barriers publish warp_light).
+  int32_t num_light = 0;
   {
     const int e = tid;
     const int32_t n = e < E ? total[e] : 0;
-    const int32_t tiles = n / block_rows + (n % block_rows != 0);
+    const bool light = n > 0 && n <= light_max_rows;
+    const uint32_t light_lanes = __ballot_sync(kFullMask, light);
+    if (lane == 0) warp_light[warp] = __popc(light_lanes);
+    const int32_t tiles = light ? 0 : n / block_rows + (n % block_rows != 0);
     uint64_t all = 0;
     const uint64_t before = block_exclusive_sum((uint64_t(tiles) << 32) | uint32_t(n), warp_sums, &all);
     const int32_t row0 = int32_t(uint32_t(before)), job0 = int32_t(before >> 32);
+    const int32_t light_count = warp_light[lane];
+    num_light = __reduce_add_sync(kFullMask, light_count);
+    const int32_t light_before =
+        __reduce_add_sync(kFullMask, lane < warp ? light_count : 0) + __popc(light_lanes & lanes_below);
     if (e < E) {
       offsets[e] = row0;
       job_begin[e] = job0;
       first_row[e] += row0;
+      if (light) light_list[light_before] = e;
       if (cta == 0) {
         plan.counts[e] = n;
         plan.offsets[e] = row0;
@@ -309,18 +327,25 @@ __global__ void __launch_bounds__(kPlanThreads, 1)
     if (cta == 0 && lane == 0) atomicMax(&max_count, warp_max);
   }
   __syncthreads();
+  const uint32_t light_begin = uint32_t(job_begin[E]), num_jobs = light_begin + uint32_t(num_light);
   if (cta == 0 && tid == 0) {
     plan.offsets[E] = pairs;
-    *plan.num_jobs = job_begin[E];
+    *plan.num_jobs = int32_t(num_jobs);
+    *plan.light_jobs_begin = int32_t(light_begin);
     *plan.max_count = max_count;
     *plan.status = {kPlanOk, 0, 0, 0};
   }
 
-  // Jobs, spread over the grid. Expert of job j: the last e with
-  // job_begin[e] <= j (an empty expert shares its job_begin with the next).
-  const uint32_t num_jobs = uint32_t(job_begin[E]);
+  // Jobs, spread over the grid. Expert of job j < light_begin: the last e
+  // with job_begin[e] <= j (an empty or light expert shares its job_begin
+  // with the next); past it, the light experts in order.
 #pragma unroll 1
   for (uint32_t j = cta * kPlanThreads + tid; j < num_jobs; j += num_ctas * kPlanThreads) {
+    if (j >= light_begin) {
+      const int32_t e = light_list[j - light_begin];
+      plan.jobs[j] = {e, offsets[e], total[e], tile_rows_for(total[e], block_rows)};
+      continue;
+    }
     int lo = 0, hi = E;  // job_begin[lo] <= j < job_begin[hi]
 #pragma unroll 1
     while (hi - lo > 1) {
@@ -358,7 +383,7 @@ __global__ void __launch_bounds__(kPlanThreads, 1)
 }
 
 Status launch_build_plan(const int32_t* ids, int64_t num_tokens, int64_t top_k, int64_t num_experts,
-                         int32_t block_rows, const DevicePlan& plan, cudaStream_t stream) {
+                         int32_t block_rows, int32_t light_max_rows, const DevicePlan& plan, cudaStream_t stream) {
   // One thread per expert in the scans over experts.
   if (num_experts > kPlanThreads)
     return make_status(StatusCode::kOutOfRange, "num_experts = ", num_experts, " exceeds the plan kernel's ",
@@ -373,7 +398,7 @@ Status launch_build_plan(const int32_t* ids, int64_t num_tokens, int64_t top_k, 
   cooperative.val.cooperative = 1;
   NVFP4MOE_CUDA_TRY(launch_kernel_with(build_plan_kernel, dim3(unsigned(ctas)), dim3(kPlanThreads), smem, stream,
                                        ctas > 1 ? &cooperative : nullptr, ids, int32_t(num_tokens), int32_t(top_k),
-                                       int32_t(num_experts), block_rows, plan));
+                                       int32_t(num_experts), block_rows, light_max_rows, plan));
   NVFP4MOE_CUDA_CHECK_LAUNCH("build_plan_kernel");
   return ok_status();
 }

@@ -20,7 +20,9 @@
 //          compact schedule replaces.
 // Both cut an expert's rows into the same block_t-row tiles of the same
 // width, so a tile's arithmetic, and hence every output bit, is the same
-// under either.
+// under either. With light experts (GemmParams::light_max_rows) a launch
+// takes one class of experts under either schedule: a range of the job
+// list, or the rect grid's experts of that class.
 #pragma once
 
 #include <cstdint>
@@ -76,6 +78,7 @@ struct TileScheduler {
   int32_t n_tiles;
   int32_t per_row_tile;  // n_tiles * k_splits
   int32_t total;
+  int32_t first_job;  // compact: the class's first job
   int32_t next;     // rect: this CTA's next item
   int32_t pending;  // compact, fetcher: the item taken for the next call
   PipelineState ring_state;
@@ -86,7 +89,9 @@ struct TileScheduler {
         queued(kTakeFromQueue && params.schedule == Schedule::kCompact && !params.one_cta_per_item),
         fetcher(is_fetcher), n_tiles(params.n_tiles(kChunks)),
         per_row_tile(n_tiles * params.k_splits) {
-    total = p.schedule == Schedule::kCompact ? *p.num_jobs * per_row_tile
+    first_job = p.expert_class == ExpertClass::kLight ? *p.light_jobs_begin : 0;
+    const int32_t end_job = p.expert_class == ExpertClass::kRegular ? *p.light_jobs_begin : *p.num_jobs;
+    total = p.schedule == Schedule::kCompact ? (end_job - first_job) * per_row_tile
                                              : p.num_experts * p.rect_tiles_per_expert * per_row_tile;
     next = blockIdx.x;
     pending = queued && fetcher ? atomicAdd(&p.queue->next, 1) : 0;
@@ -141,14 +146,16 @@ struct TileScheduler {
       const int32_t k_blocks = p.k / 64, per_split = (k_blocks + p.k_splits - 1) / p.k_splits;
       const int32_t k_begin = split * per_split, k_end = min(k_blocks, k_begin + per_split);
       if (p.schedule == Schedule::kCompact) {
-        const ExpertJob job = p.jobs[item / per_row_tile];
+        const ExpertJob job = p.jobs[first_job + item / per_row_tile];
         w = {job.expert, job.row_begin, job.num_rows, job.tile_rows, n_tile, split, k_begin, k_end};
         return true;
       }
       const int32_t e = item / (p.rect_tiles_per_expert * per_row_tile);
       const int32_t tile = (item / per_row_tile) % p.rect_tiles_per_expert;
-      const int32_t rows = min(kBlockT, p.counts[e] - tile * kBlockT);
+      const int32_t count = p.counts[e], rows = min(kBlockT, count - tile * kBlockT);
       if (rows <= 0) continue;  // the rectangular grid's empty tile
+      if (p.expert_class != ExpertClass::kAll && (count <= p.light_max_rows) != (p.expert_class == ExpertClass::kLight))
+        continue;  // the other class's expert
       w = {e, p.offsets[e] + tile * kBlockT, rows, tile_rows_for(rows, kBlockT), n_tile, split, k_begin, k_end};
       return true;
     }

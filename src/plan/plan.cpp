@@ -68,6 +68,9 @@ Status build_routing_plan(const int32_t* ids, int64_t num_tokens, int64_t top_k,
                           const PlanOptions& opt, RoutingPlan* out) {
   if (out == nullptr) return invalid_argument("out (RoutingPlan*) is null");
   if (opt.block_rows <= 0) return invalid_argument("block_rows = ", opt.block_rows, " must be positive");
+  if (opt.light_max_rows < 0 || opt.light_max_rows > opt.block_rows)
+    return invalid_argument("light_max_rows = ", opt.light_max_rows, " must be in [0, block_rows = ", opt.block_rows,
+                            "]");
   NVFP4MOE_RETURN_IF_ERROR(validate_ids(ids, num_tokens, top_k, num_experts));
 
   const int32_t num_pairs = static_cast<int32_t>(num_tokens * top_k);
@@ -78,6 +81,7 @@ Status build_routing_plan(const int32_t* ids, int64_t num_tokens, int64_t top_k,
     plan.top_k = static_cast<int32_t>(top_k);
     plan.num_experts = E;
     plan.block_rows = opt.block_rows;
+    plan.light_max_rows = opt.light_max_rows;
     plan.counts.assign(E, 0);
     plan.offsets.assign(static_cast<size_t>(E) + 1, 0);
     plan.sorted_src.resize(num_pairs);
@@ -98,13 +102,18 @@ Status build_routing_plan(const int32_t* ids, int64_t num_tokens, int64_t top_k,
     }
 
     const int32_t br = opt.block_rows;
+    const auto light = [&](int32_t e) { return plan.counts[e] > 0 && plan.counts[e] <= opt.light_max_rows; };
     size_t num_jobs = 0;
     for (int32_t e = 0; e < E; ++e) num_jobs += (plan.counts[e] + static_cast<int64_t>(br) - 1) / br;
     plan.jobs.reserve(num_jobs);
-    for (int32_t e = 0; e < E; ++e) {
-      for (int32_t done = 0; done < plan.counts[e]; done += std::min(br, plan.counts[e] - done)) {
-        const int32_t rows = std::min(br, plan.counts[e] - done);
-        plan.jobs.push_back(ExpertJob{e, plan.offsets[e] + done, rows, job_tile_rows(rows, br)});
+    for (const bool light_pass : {false, true}) {
+      if (light_pass) plan.light_jobs_begin = static_cast<int32_t>(plan.jobs.size());
+      for (int32_t e = 0; e < E; ++e) {
+        if (light(e) != light_pass) continue;
+        for (int32_t done = 0; done < plan.counts[e]; done += std::min(br, plan.counts[e] - done)) {
+          const int32_t rows = std::min(br, plan.counts[e] - done);
+          plan.jobs.push_back(ExpertJob{e, plan.offsets[e] + done, rows, job_tile_rows(rows, br)});
+        }
       }
     }
     *out = std::move(plan);

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "nvfp4moe/plan.hpp"
@@ -20,7 +21,7 @@ using testing::test_seed;
 
 // Checks every documented property of `plan` against the ids it was built from.
 void expect_plan_invariants(const std::vector<int32_t>& ids, int64_t T, int64_t k, int64_t E, int32_t block_rows,
-                            const RoutingPlan& plan) {
+                            const RoutingPlan& plan, int32_t light_max_rows = 0) {
   const int64_t P = T * k;
   ASSERT_EQ(plan.num_tokens, T);
   ASSERT_EQ(plan.top_k, k);
@@ -68,21 +69,28 @@ void expect_plan_invariants(const std::vector<int32_t>& ids, int64_t T, int64_t 
 
   // jobs: per expert, consecutive tiles of at most block_rows rows that cover
   // its rows exactly once, in order; experts ascend; tile_rows follows policy.
+  // Light experts (1 .. light_max_rows rows) come after all the others, from
+  // light_jobs_begin, again by expert.
+  EXPECT_EQ(plan.light_max_rows, light_max_rows);
   size_t j = 0;
-  for (int64_t e = 0; e < E; ++e) {
-    int32_t next = plan.offsets[e];
-    while (next < plan.offsets[e + 1]) {
-      ASSERT_LT(j, plan.jobs.size()) << "expert " << e << " rows from " << next << " not covered";
-      const ExpertJob& job = plan.jobs[j];
-      EXPECT_EQ(job.expert, e);
-      EXPECT_EQ(job.row_begin, next);
-      const int32_t expect_rows = std::min<int32_t>(block_rows, plan.offsets[e + 1] - next);
-      EXPECT_EQ(job.num_rows, expect_rows);
-      EXPECT_GE(job.num_rows, 1);
-      EXPECT_LE(job.num_rows, block_rows);
-      EXPECT_EQ(job.tile_rows, job_tile_rows(job.num_rows, block_rows));
-      next += std::max(job.num_rows, 1);
-      ++j;
+  for (const bool light_pass : {false, true}) {
+    if (light_pass) EXPECT_EQ(plan.light_jobs_begin, static_cast<int32_t>(j));
+    for (int64_t e = 0; e < E; ++e) {
+      if ((tally[e] > 0 && tally[e] <= light_max_rows) != light_pass) continue;
+      int32_t next = plan.offsets[e];
+      while (next < plan.offsets[e + 1]) {
+        ASSERT_LT(j, plan.jobs.size()) << "expert " << e << " rows from " << next << " not covered";
+        const ExpertJob& job = plan.jobs[j];
+        EXPECT_EQ(job.expert, e);
+        EXPECT_EQ(job.row_begin, next);
+        const int32_t expect_rows = std::min<int32_t>(block_rows, plan.offsets[e + 1] - next);
+        EXPECT_EQ(job.num_rows, expect_rows);
+        EXPECT_GE(job.num_rows, 1);
+        EXPECT_LE(job.num_rows, block_rows);
+        EXPECT_EQ(job.tile_rows, job_tile_rows(job.num_rows, block_rows));
+        next += std::max(job.num_rows, 1);
+        ++j;
+      }
     }
   }
   EXPECT_EQ(j, plan.jobs.size()) << "jobs beyond the routed rows";
@@ -95,12 +103,14 @@ TEST(PlanTest, RandomRoutingSatisfiesEveryInvariant) {
     const int64_t k = std::uniform_int_distribution<int64_t>(1, std::min<int64_t>(E, 9))(rng);
     const int64_t T = std::uniform_int_distribution<int64_t>(0, 400)(rng);
     const int32_t br = std::vector<int32_t>{1, 3, 16, 64, 128}[iter % 5];
+    // Light experts in every third plan (iter % 3 and % 5 cover every pair).
+    const int32_t light = iter % 3 == 0 ? std::min<int32_t>(br, 1 + int32_t(iter % 40)) : 0;
     const auto ids = random_ids(rng, T, k, E);
     RoutingPlan plan;
-    ASSERT_TRUE(build_routing_plan(ids.data(), T, k, E, PlanOptions{br}, &plan).ok());
+    ASSERT_TRUE(build_routing_plan(ids.data(), T, k, E, PlanOptions{br, light}, &plan).ok());
     SCOPED_TRACE("T=" + std::to_string(T) + " k=" + std::to_string(k) + " E=" + std::to_string(E) +
-                 " block_rows=" + std::to_string(br));
-    expect_plan_invariants(ids, T, k, E, br, plan);
+                 " block_rows=" + std::to_string(br) + " light_max_rows=" + std::to_string(light));
+    expect_plan_invariants(ids, T, k, E, br, plan, light);
   }
 }
 
@@ -119,6 +129,32 @@ TEST(PlanTest, SkewedRoutingWithEmptyExperts) {
   ASSERT_TRUE(build_routing_plan(ids.data(), T, k, E, PlanOptions{64}, &plan).ok());
   expect_plan_invariants(ids, T, k, E, 64, plan);
   for (const ExpertJob& job : plan.jobs) EXPECT_TRUE(job.expert == 2 || job.expert == 5 || job.expert == 11);
+}
+
+// Experts 0 (150 rows) and 3 (40) are regular, 1 (32) and 2 (1) light at
+// light_max_rows = 32: the light experts' jobs follow, and the other jobs
+// are those of the same plan without light experts.
+TEST(PlanTest, LightExpertsComeLast) {
+  const int64_t k = 1, E = 5;
+  std::vector<int32_t> ids;
+  for (const auto& [e, rows] : std::vector<std::pair<int32_t, int>>{{0, 150}, {1, 32}, {2, 1}, {3, 40}})
+    ids.insert(ids.end(), size_t(rows), e);
+  std::mt19937_64 rng(test_seed());
+  std::shuffle(ids.begin(), ids.end(), rng);
+  const int64_t T = int64_t(ids.size());
+  RoutingPlan light, single;
+  ASSERT_TRUE(build_routing_plan(ids.data(), T, k, E, PlanOptions{128, 32}, &light).ok());
+  ASSERT_TRUE(build_routing_plan(ids.data(), T, k, E, PlanOptions{128}, &single).ok());
+  expect_plan_invariants(ids, T, k, E, 128, light, 32);
+  ASSERT_EQ(light.jobs.size(), 5u);
+  EXPECT_EQ(light.light_jobs_begin, 3);
+  EXPECT_EQ(single.light_jobs_begin, 5);
+  const int32_t expect_experts[5] = {0, 0, 3, 1, 2};
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(light.jobs[i].expert, expect_experts[i]) << i;
+  EXPECT_EQ(light.jobs[3].num_rows, 32);
+  EXPECT_EQ(light.jobs[3].tile_rows, 32);
+  EXPECT_EQ(light.jobs[4].tile_rows, kMinTileRows);
+  EXPECT_EQ(light.sorted_src, single.sorted_src);
 }
 
 TEST(PlanTest, AllTokensOnOneExpert) {
@@ -296,6 +332,10 @@ TEST(PlanTest, BadSizesAreRejected) {
                "block_rows = 0");
   expect_error(build_routing_plan(ids.data(), 1, 2, 8, PlanOptions{-4}, &plan), StatusCode::kInvalidArgument,
                "block_rows = -4");
+  expect_error(build_routing_plan(ids.data(), 1, 2, 8, PlanOptions{32, 33}, &plan), StatusCode::kInvalidArgument,
+               "light_max_rows = 33");
+  expect_error(build_routing_plan(ids.data(), 1, 2, 8, PlanOptions{32, -1}, &plan), StatusCode::kInvalidArgument,
+               "light_max_rows = -1");
   expect_error(build_routing_plan(ids.data(), 1, 2, 8, PlanOptions{}, nullptr), StatusCode::kInvalidArgument,
                "out");
 }

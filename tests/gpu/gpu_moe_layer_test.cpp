@@ -231,6 +231,45 @@ TEST_F(GpuMoeLayer, NaNInputReachesItsRowOnly) {
 }
 TEST_F(GpuMoeLayer, QwenShapePrefill) { check({128, 2048, 768, 256, 8, false, Activation::kSwiGLU, Schedule::kRect}); }
 
+// The layer with light experts (forced: T = 128, k = 8, E = 32 gives
+// experts of about 32 rows, on both sides of the line) equals the layer
+// with one wide tile for every expert bit for bit, under both schedules,
+// and meets the layer's NMSE bound (check, which also compares schedules).
+TEST_F(GpuMoeLayer, LightExpertsGiveTheBitsOfOneWideLaunch) {
+  const LayerCase c{32, 512, 256, 128, 8, false, Activation::kSwiGLU};
+  {
+    const ScopedEnv on("NVFP4MOE_EXPERT_CLASSES", "1");
+    check(c);
+  }
+  if (HasFatalFailure()) return;
+  std::mt19937_64 rng(test_seed());
+  Built b = build(rng, c);
+  cuda::DeviceMoeLayer layer;
+  ASSERT_OK(cuda::upload_moe_layer(b.view, b.act, &layer));
+  const cuda::DeviceBuffer dx = to_device(random_normal(rng, size_t(c.T * c.H), 1.0f));
+  const std::vector<int32_t> ids = random_ids(rng, c.T, c.k, c.E);
+  RoutingPlan plan;
+  ASSERT_OK(build_routing_plan(ids.data(), c.T, c.k, c.E, PlanOptions{128, 32}, &plan));
+  ASSERT_GT(plan.light_jobs_begin, 0);
+  ASSERT_LT(plan.light_jobs_begin, int32_t(plan.jobs.size()));
+  const cuda::DeviceBuffer dids = to_device(ids);
+  const cuda::DeviceBuffer dw = to_device(std::vector<float>(c.T * c.k, 0.625f));
+  for (const Schedule s : {Schedule::kCompact, Schedule::kRect}) {
+    std::vector<float> light, wide;
+    {
+      const ScopedEnv on("NVFP4MOE_EXPERT_CLASSES", "1");
+      light = run(c, layer, dx, dids, dw, false, s);
+    }
+    {
+      const ScopedEnv off("NVFP4MOE_EXPERT_CLASSES", "0");
+      const ScopedEnv tile("NVFP4MOE_BLOCK_ROWS", "128");
+      wide = run(c, layer, dx, dids, dw, false, s);
+    }
+    for (size_t i = 0; i < light.size(); ++i) ASSERT_FALSE(std::isnan(light[i])) << "out[" << i << "] not written";
+    EXPECT_EQ(0, std::memcmp(light.data(), wide.data(), light.size() * 4)) << "schedule " << int(s);
+  }
+}
+
 // At decode sizes the down streamer and the combine are launched to overlap
 // the kernel before them (programmatic dependent launch): they may start
 // before it ends and wait for its output inside. Several calls back to back,
@@ -239,16 +278,23 @@ TEST_F(GpuMoeLayer, QwenShapePrefill) { check({128, 2048, 768, 256, 8, false, Ac
 // graph: a down kernel that staged h before gate_up wrote it would read the
 // previous call's h. T = 1, 3 run the weight streamers, also with both
 // splitting K 3 ways (a split's counters must be back at zero for the next
-// call's); T = 40, the plan path in stream order, is the control.
+// call's); T = 40, the plan path in stream order, is the control. T = 64
+// with light experts forced (NVFP4MOE_EXPERT_CLASSES=1: about half the 16
+// experts have at most 32 rows) runs each GEMM as two launches, the light
+// experts' beside the other's tail: the next kernel must still find both
+// done.
 TEST_F(GpuMoeLayer, OverlappedLaunchesEqualSerialOnes) {
   constexpr int kCalls = 6;
   struct Run {
     int64_t T;
     const char* stream_splits;  // nullptr: the policy's
+    const char* classes = nullptr;
   };
-  for (const Run run : {Run{1, nullptr}, Run{3, nullptr}, Run{40, nullptr}, Run{1, "3"}, Run{3, "3"}}) {
+  for (const Run run :
+       {Run{1, nullptr}, Run{3, nullptr}, Run{40, nullptr}, Run{1, "3"}, Run{3, "3"}, Run{64, nullptr, "1"}}) {
     const int64_t T = run.T;
     const ScopedEnv forced("NVFP4MOE_STREAM_SPLITS", run.stream_splits);
+    const ScopedEnv classes("NVFP4MOE_EXPERT_CLASSES", run.classes);
     SCOPED_TRACE(run.stream_splits ? "stream splits 3" : "stream splits by policy");
     const LayerCase c{16, 2048, 768, T, 8, false, Activation::kSwiGLU};
     std::mt19937_64 rng(test_seed() + uint64_t(T));

@@ -404,6 +404,58 @@ TEST_F(GpuMulMatId, SchedulesBitIdenticalAndDeterministic) {
   }
 }
 
+// Light experts (choose_plan_options) run in a second launch with narrow
+// tiles, which may start beside the first; the class of a job must not
+// change its bits. A skewed routing leaves experts of both classes and
+// experts on either side of 32 rows: slot 0 is expert 5 (1200 rows), slot 1
+// one of experts 8-15 (150 each), slot 2 one of 16-31 (~75), slot 3 one of
+// 32-63 (~37: light and regular ones). Forced on, the classes equal one wide
+// launch (classes off, NVFP4MOE_BLOCK_ROWS=128) bit for bit, under both
+// schedules, with F32 and BF16 outputs; the NMSE bound holds (run_case).
+TEST_F(GpuMulMatId, LightExpertsGiveTheBitsOfOneWideLaunch) {
+  const Case base{64, 512, 512, 1200, 4, false};
+  ASSERT_EQ(cuda::kBlockTNarrow, cuda::choose_plan_options(base.T, base.k, base.E).light_max_rows);
+  std::mt19937_64 rng(test_seed());
+  const ExpertWeights w = random_weights(rng, base.E, base.N, base.K);
+  cuda::DeviceExpertWeights dw;
+  ASSERT_OK(cuda::upload_expert_weights(w.view(), &dw));
+  std::vector<int32_t> ids(size_t(base.T * base.k));
+  for (int64_t t = 0; t < base.T; ++t) {
+    ids[t * 4 + 0] = 5;
+    ids[t * 4 + 1] = int32_t(8 + rng() % 8);
+    ids[t * 4 + 2] = int32_t(16 + rng() % 16);
+    ids[t * 4 + 3] = int32_t(32 + rng() % 32);
+  }
+  RoutingPlan plan;
+  ASSERT_OK(build_routing_plan(ids.data(), base.T, base.k, base.E, PlanOptions{128, 32}, &plan));
+  ASSERT_GT(plan.light_jobs_begin, 0);
+  ASSERT_LT(plan.light_jobs_begin, int32_t(plan.jobs.size()));
+  for (const DType yd : {DType::kF32, DType::kBF16})
+    for (const Schedule s : {Schedule::kCompact, Schedule::kRect}) {
+      SCOPED_TRACE(::testing::Message() << "schedule " << int(s) << ", y dtype " << int(yd));
+      Case c = base;
+      c.y_dtype = yd;
+      c.schedule = s;
+      CaseRun light, wide;
+      std::mt19937_64 rng_light = rng, rng_wide = rng;  // the same x for both runs
+      {
+        const ScopedEnv on("NVFP4MOE_EXPERT_CLASSES", "1");
+        run_case(c, rng_light, ids, w, dw, &light);
+      }
+      if (HasFatalFailure()) return;
+      {
+        const ScopedEnv off("NVFP4MOE_EXPERT_CLASSES", "0");
+        const ScopedEnv tile("NVFP4MOE_BLOCK_ROWS", "128");
+        run_case(c, rng_wide, ids, w, dw, &wide);
+      }
+      if (HasFatalFailure()) return;
+      EXPECT_LE(light.nmse, yd == DType::kF32 ? kNmseF32Out : kNmseBf16Out);
+      ASSERT_EQ(light.y.size(), wide.y.size());
+      EXPECT_EQ(0, std::memcmp(light.y.data(), wide.y.data(), light.y.size() * 4))
+          << "light experts' launch differs from one wide launch";
+    }
+}
+
 // The op captured in a graph (global capture mode: any host synchronization
 // inside would invalidate the capture) replays to the same bits.
 TEST_F(GpuMulMatId, GraphCaptureAndReplay) {
@@ -509,28 +561,34 @@ TEST_F(GpuMulMatId, MisalignedPointersAreRefused) {
 }
 
 // The device plan is the CPU plan, bit for bit.
+// With light experts (light > 0) too: their jobs go last, through the
+// kernel's ballot and list (one CTA at T = 300, several at T = 2048, 5000).
 TEST_F(GpuMulMatId, DevicePlanEqualsCpuPlan) {
   std::mt19937_64 rng(test_seed());
-  struct P { int64_t T, k, E; int32_t block; };
-  for (const P& p : {P{0, 2, 8, 32}, P{1, 8, 128, 32}, P{37, 1, 4, 16}, P{2048, 8, 128, 128}, P{5000, 4, 1024, 128},
-                     P{300, 2, 64, 32}}) {
+  struct P { int64_t T, k, E; int32_t block, light; };
+  for (const P& p : {P{0, 2, 8, 32, 0}, P{1, 8, 128, 32, 0}, P{37, 1, 4, 16, 0}, P{2048, 8, 128, 128, 0},
+                     P{5000, 4, 1024, 128, 0}, P{300, 2, 64, 32, 0}, P{300, 2, 64, 128, 32}, P{2048, 8, 128, 128, 32},
+                     P{5000, 4, 1024, 128, 32}, P{1, 8, 128, 128, 32}}) {
+    SCOPED_TRACE(::testing::Message() << "T=" << p.T << " E=" << p.E << " light_max_rows=" << p.light);
     std::vector<int32_t> ids = random_ids(rng, p.T, p.k, p.E);
     if (p.T == 300)  // skewed: everyone picks expert 5 first
       for (int64_t t = 0; t < p.T; ++t)
         if (ids[t * p.k + 1] != 5) ids[t * p.k] = 5;
     cuda::DeviceBuffer dids = to_device(ids.empty() ? std::vector<int32_t>{0} : ids);
-    ASSERT_OK(cuda::build_plan(*ctx, dids.as<int32_t>(), p.T, p.k, p.E, p.block, stream));
+    const PlanOptions opt{p.block, p.light};
+    ASSERT_OK(cuda::build_plan(*ctx, dids.as<int32_t>(), p.T, p.k, p.E, opt, stream));
     RoutingPlan gpu, cpu;
     ASSERT_OK(cuda::download_plan(*ctx, stream, &gpu));
-    PlanOptions opt;
-    opt.block_rows = p.block;
     ASSERT_OK(build_routing_plan(ids.data(), p.T, p.k, p.E, opt, &cpu));
-    EXPECT_EQ(gpu.counts, cpu.counts) << p.T;
-    EXPECT_EQ(gpu.offsets, cpu.offsets) << p.T;
-    EXPECT_EQ(gpu.sorted_src, cpu.sorted_src) << p.T;
-    EXPECT_EQ(gpu.inverse, cpu.inverse) << p.T;
-    EXPECT_EQ(gpu.max_count, cpu.max_count) << p.T;
-    ASSERT_EQ(gpu.jobs.size(), cpu.jobs.size()) << p.T;
+    EXPECT_EQ(gpu.counts, cpu.counts);
+    EXPECT_EQ(gpu.offsets, cpu.offsets);
+    EXPECT_EQ(gpu.sorted_src, cpu.sorted_src);
+    EXPECT_EQ(gpu.inverse, cpu.inverse);
+    EXPECT_EQ(gpu.max_count, cpu.max_count);
+    EXPECT_EQ(gpu.light_max_rows, cpu.light_max_rows);
+    EXPECT_EQ(gpu.light_jobs_begin, cpu.light_jobs_begin);
+    if (p.light > 0 && p.T == 300) EXPECT_LT(cpu.light_jobs_begin, int32_t(cpu.jobs.size()));  // both classes exist
+    ASSERT_EQ(gpu.jobs.size(), cpu.jobs.size());
     for (size_t i = 0; i < gpu.jobs.size(); ++i) {
       EXPECT_EQ(gpu.jobs[i].expert, cpu.jobs[i].expert);
       EXPECT_EQ(gpu.jobs[i].row_begin, cpu.jobs[i].row_begin);

@@ -44,6 +44,56 @@ TEST(CudaHostPolicy, TokenTileFollowsRowsPerExpert) {
   ASSERT_EQ(0, unsetenv("NVFP4MOE_BLOCK_ROWS"));
 }
 
+// Light experts from 4096 routed rows over at least 32 experts, at most 128
+// rows per expert on average: deepseek (k = 8, E = 256) at T = 512 to 4096,
+// qwen3 (E = 128) at T = 512 to 2048 but not 2049, gpt-oss (k = 4, E = 32)
+// at T = 1024 but not 1023, never mixtral (E = 8). Then the plan's token
+// tile is the wide one and light experts have at most 32 rows.
+TEST(CudaHostPolicy, LightExpertsFrom4096RowsOver32Experts) {
+  const auto light = [](int64_t T, int64_t k, int64_t E) { return cuda::choose_plan_options(T, k, E); };
+  EXPECT_EQ(cuda::kBlockTNarrow, light(512, 8, 256).light_max_rows);
+  EXPECT_EQ(cuda::kBlockTWide, light(512, 8, 256).block_rows);
+  EXPECT_EQ(cuda::kBlockTNarrow, light(4096, 8, 256).light_max_rows);
+  EXPECT_EQ(0, light(4097, 8, 256).light_max_rows);
+  EXPECT_EQ(cuda::kBlockTNarrow, light(512, 8, 128).light_max_rows);
+  EXPECT_EQ(cuda::kBlockTNarrow, light(2048, 8, 128).light_max_rows);
+  EXPECT_EQ(0, light(2049, 8, 128).light_max_rows);
+  EXPECT_EQ(cuda::kBlockTWide, light(2049, 8, 128).block_rows);
+  EXPECT_EQ(cuda::kBlockTNarrow, light(1024, 4, 32).light_max_rows);
+  EXPECT_EQ(0, light(2048, 4, 32).light_max_rows);
+  EXPECT_EQ(0, light(1023, 4, 32).light_max_rows);
+  EXPECT_EQ(cuda::choose_block_rows(1023, 4, 32), light(1023, 4, 32).block_rows);
+  EXPECT_EQ(0, light(8192, 2, 8).light_max_rows);
+  EXPECT_EQ(0, light(511, 8, 128).light_max_rows);
+  ASSERT_EQ(0, setenv("NVFP4MOE_BLOCK_ROWS", "64", 1));  // a forced single tile
+  EXPECT_EQ(0, light(2048, 8, 128).light_max_rows);
+  EXPECT_EQ(cuda::kBlockTMedium, light(2048, 8, 128).block_rows);
+  ASSERT_EQ(0, unsetenv("NVFP4MOE_BLOCK_ROWS"));
+  ASSERT_EQ(0, setenv("NVFP4MOE_EXPERT_CLASSES", "1", 1));
+  EXPECT_EQ(cuda::kBlockTNarrow, light(4, 2, 8).light_max_rows);
+  ASSERT_EQ(0, setenv("NVFP4MOE_EXPERT_CLASSES", "0", 1));
+  EXPECT_EQ(0, light(2048, 8, 128).light_max_rows);
+  ASSERT_EQ(0, unsetenv("NVFP4MOE_EXPERT_CLASSES"));
+}
+
+// Each class's jobs bound holds for the CPU plan with light experts (the
+// device plan's mirror): a light expert has one job, a regular one more than
+// 32 rows.
+TEST(CudaHostPolicy, ClassJobBoundsHoldForLightPlans) {
+  std::mt19937_64 rng(test_seed());
+  for (int trial = 0; trial < 100; ++trial) {
+    const int64_t E = 32 + int64_t(rng() % 200), k = 1 + int64_t(rng() % 8);
+    const int64_t T = 1 + int64_t(rng() % 3000), used = k + int64_t(rng() % (E - k + 1));
+    const std::vector<int32_t> ids = random_ids(rng, T, k, used);
+    RoutingPlan plan;
+    ASSERT_TRUE(build_routing_plan(ids.data(), T, k, E, PlanOptions{128, 32}, &plan).ok());
+    const int64_t light = int64_t(plan.jobs.size()) - plan.light_jobs_begin;
+    EXPECT_LE(plan.light_jobs_begin,
+              cuda::compact_class_jobs_bound(T * k, E, 128, cuda::ExpertClass::kRegular, 32)) << "trial " << trial;
+    EXPECT_LE(light, cuda::compact_class_jobs_bound(T * k, E, 32, cuda::ExpertClass::kLight, 32)) << "trial " << trial;
+  }
+}
+
 // NVFP4MOE_K_SPLITS (experiments) gets the same rule as the policy: no split
 // with an empty K range, e.g. 4 forced splits of 9 K blocks become 3 of 3.
 TEST(CudaHostPolicy, ForcedKSplitsLeaveNoEmptySplit) {

@@ -31,7 +31,7 @@ auto kernel_for(const GemmParams& p) {
 }
 
 template <int kBlockT>
-Status launch_sm90(const GemmParams& p, int num_sms, cudaStream_t stream) {
+Status launch_sm90(const GemmParams& p, int num_sms, cudaStream_t stream, LaunchOrder order) {
   auto kernel = kernel_for<kBlockT>(p);
   constexpr size_t smem = sm90::smem_bytes<kBlockT>();
   constexpr int kChunks = sm90::TileConfig<kBlockT>::kChunks;
@@ -41,15 +41,18 @@ Status launch_sm90(const GemmParams& p, int num_sms, cudaStream_t stream) {
   if (p.schedule == Schedule::kRect) {
     grid = int64_t(p.num_experts) * p.rect_tiles_per_expert * p.n_tiles(kChunks) * p.k_splits;
   } else {
-    const int64_t items = compact_items_bound(p.sorted_rows, p.num_experts, kBlockT, p.n_tiles(kChunks), p.k_splits);
+    const int64_t items = compact_class_jobs_bound(p.sorted_rows, p.num_experts, kBlockT, p.expert_class,
+                                                   p.light_max_rows) *
+                          p.n_tiles(kChunks) * p.k_splits;
     grid = compact_grid_ctas(items, num_sms, kBlockT);
     q.one_cta_per_item = grid == items;
   }
   if (grid <= 0) return ok_status();
   if (grid > INT32_MAX)
     return make_status(StatusCode::kOutOfRange, "rect schedule grid of ", grid, " CTAs exceeds the launch limit");
+  q.overlaps_previous = order == LaunchOrder::kOverlapPrevious;
   NVFP4MOE_CUDA_TRY(launch_kernel(kernel, dim3(uint32_t(grid)), dim3(sm90::threads<kBlockT>()), smem, stream,
-                                  LaunchOrder::kAfterPrevious, q));
+                                  order, q));
   NVFP4MOE_CUDA_CHECK_LAUNCH("nvfp4_grouped_gemm_kernel");
   if (q.k_splits > 1) return launch_reduce_split_k(q, num_sms, stream);
   return ok_status();
@@ -78,10 +81,27 @@ int32_t choose_k_splits(int64_t num_tokens, int64_t top_k, int64_t num_experts, 
 }
 
 Status launch_grouped_gemm(const GemmParams& p, int32_t block_t, int num_sms, cudaStream_t stream) {
+  if (p.light_max_rows > 0) {
+    // The regular experts with wide tiles, then the light ones with narrow
+    // tiles, launched to start on the SMs the first launch's tail frees
+    // (its CTAs let it be scheduled at once; it writes other rows). One
+    // class per launch, in either schedule; no K split, so the class a
+    // job falls in does not change its bits (the narrow and wide tiles sum
+    // a job's K blocks in the same order).
+    if (block_t != kBlockTWide || p.light_max_rows != kBlockTNarrow || p.k_splits != 1 || !p.light_jobs_begin)
+      return make_status(StatusCode::kInternal, "light experts need wide and narrow tiles without a K split");
+    GemmParams regular = p, light = p;
+    regular.expert_class = ExpertClass::kRegular;
+    regular.next_overlaps = true;
+    NVFP4MOE_RETURN_IF_ERROR(launch_sm90<kBlockTWide>(regular, num_sms, stream, LaunchOrder::kAfterPrevious));
+    light.expert_class = ExpertClass::kLight;
+    light.rect_tiles_per_expert = 1;
+    return launch_sm90<kBlockTNarrow>(light, num_sms, stream, LaunchOrder::kOverlapPrevious);
+  }
   switch (block_t) {
-    case 32: return launch_sm90<32>(p, num_sms, stream);
-    case 64: return launch_sm90<64>(p, num_sms, stream);
-    case 128: return launch_sm90<128>(p, num_sms, stream);
+    case 32: return launch_sm90<32>(p, num_sms, stream, LaunchOrder::kAfterPrevious);
+    case 64: return launch_sm90<64>(p, num_sms, stream, LaunchOrder::kAfterPrevious);
+    case 128: return launch_sm90<128>(p, num_sms, stream, LaunchOrder::kAfterPrevious);
     default: return make_status(StatusCode::kInternal, "no grouped GEMM instance for a token tile of ", block_t);
   }
 }

@@ -36,6 +36,7 @@
 #include "cuda/gemm_params.hpp"
 #include "cuda/pipeline_state.cuh"
 #include "cuda/ptx/async_copy.cuh"
+#include "cuda/ptx/grid_dependency.cuh"
 #include "cuda/ptx/mbarrier.cuh"
 #include "cuda/ptx/mma.cuh"
 #include "cuda/ptx/stmatrix.cuh"
@@ -469,6 +470,8 @@ __global__ void __launch_bounds__(threads<kBlockT>(), 1) nvfp4_grouped_gemm_kern
   extern __shared__ __align__(1024) uint8_t smem_raw[];
   const uint32_t smem_base = static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw));
   auto& s = *reinterpret_cast<SharedStorage<kBlockT>*>(smem_raw + ((1024 - (smem_base & 1023)) & 1023));
+  // The light experts' launch may start beside this one (LaunchOrder).
+  if (p.next_overlaps) ptx::launch_dependents();
   if (threadIdx.x == 0) {
     for (int i = 0; i < kStages; ++i) {
       ptx::mbarrier_init(&s.full[i], kProducerThreads + 1);  // cp.async arrivals + 1 expect_tx arrival
@@ -485,6 +488,10 @@ __global__ void __launch_bounds__(threads<kBlockT>(), 1) nvfp4_grouped_gemm_kern
     ptx::setmaxnreg_inc<Config::kConsumerRegs>();
     consumer<kBlockT, kPath>(p, s, threadIdx.x / 128, threadIdx.x % 128);
   }
+  // Launched beside the previous GEMM: the next kernel in the stream waits
+  // for this grid only, so it must not end before that one (nothing here
+  // reads its output).
+  if (p.overlaps_previous && blockIdx.x == 0 && threadIdx.x == 0) ptx::grid_dependency_wait();
 }
 
 }  // namespace nvfp4moe::cuda::sm90
