@@ -71,12 +71,12 @@ san_rc=0
 rm -f /tmp/sanitizer-summary.txt
 if [ "${NVFP4MOE_SKIP_SANITIZER:-0}" != 1 ] && command -v compute-sanitizer >/dev/null; then
   gt=build-gpu/tests/nvfp4moe_gpu_tests
-  subset='GpuMulMatId.DequantIsExact*:GpuMulMatId.RaggedRouting:GpuMulMatId.DtypesAndSmallestShapes:GpuMulMatId.BadIds*:GpuMoeLayer.SwiGLUSeparateGateUp:GpuMoeLayer.DecodeEightTokensOaiMerged:GpuMoeLayer.BadIds*'
+  subset='GpuMulMatId.DequantIsExact*:GpuMulMatId.RaggedRouting:GpuMulMatId.DtypesAndSmallestShapes:GpuMulMatId.BadIds*:GpuMoeLayer.SwiGLUSeparateGateUp:GpuMoeLayer.DecodeEightTokensOaiMerged:GpuMoeLayer.BadIds*:GpuMoeLayer.LightExperts*'
   for tool in memcheck racecheck initcheck; do
     filter=$subset
-    [ $tool = racecheck ] && filter='GpuMulMatId.RaggedRouting:GpuMulMatId.DtypesAndSmallestShapes:GpuMulMatId.WeightStreamerShapes:GpuMoeLayer.DecodeEightTokensOaiMerged'
+    [ $tool = racecheck ] && filter='GpuMulMatId.RaggedRouting:GpuMulMatId.DtypesAndSmallestShapes:GpuMulMatId.WeightStreamerShapes:GpuMoeLayer.DecodeEightTokensOaiMerged:GpuMoeLayer.LightExperts*'
     echo "==== $tool: $gt --gtest_filter=$filter" >> "$out/sanitizer.log"
-    timeout 150 compute-sanitizer --tool $tool --error-exitcode 3 $gt --gtest_filter="$filter" \
+    timeout 240 compute-sanitizer --tool $tool --error-exitcode 3 $gt --gtest_filter="$filter" \
       > /tmp/sanitizer-$tool.log 2>&1
     rc=$?
     cat /tmp/sanitizer-$tool.log >> "$out/sanitizer.log"

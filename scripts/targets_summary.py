@@ -49,7 +49,12 @@ def main():
     for p in PRESETS:
         bs = list(cases(p, ops=("gate_up", "down", "layer"), tokens=(1, 2, 4, 8), routing="uniform"))
         graph = [b["roofline"] * b["us"] / b["us_in_graph"] for b in bs if b.get("us_in_graph")]
-        print(f"   {p}: {rng(b['roofline'] for b in bs)}; {rng(graph)}")
+        # A plain read of the same bytes in a graph of 8 (read_floor_in_graph_us): its own roofline fraction, and
+        # the op's time against it.
+        floor = [b["roofline"] * b["us"] / b["read_floor_in_graph_us"] for b in bs if b.get("read_floor_in_graph_us")]
+        vs_floor = [b["read_floor_in_graph_us"] / b["us_in_graph"] for b in bs if b.get("read_floor_in_graph_us")]
+        print(f"   {p}: {rng(b['roofline'] for b in bs)}; {rng(graph)}; a plain read of the same bytes "
+              f"{rng(floor)}, the op at {rng(vs_floor)} of that read's speed")
     print("4. Zipf(1.2) against uniform (uniform time / Zipf time - 1):")
     for p in PRESETS:
         cells = []

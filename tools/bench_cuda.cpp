@@ -37,6 +37,7 @@ struct Env {
   std::map<std::string, std::vector<nc::DeviceExpertWeights>> weights;
   std::map<std::string, std::vector<nc::DeviceMoeLayer>> layers;
   std::map<std::string, std::unique_ptr<bs::CublasGroupedPeer>> peers;
+  nc::DeviceBuffer floor_bytes, floor_sink;  // read_floor_in_graph's buffer
 };
 
 Status get_env(Env** out) {
@@ -154,15 +155,42 @@ Status time_graphs(Env& env, int reps, const std::function<Status(int)>& enqueue
 // Calls per graph for the in-graph figures (plan_in_graph_us, us_in_graph).
 constexpr int kCallsPerGraph = 8;
 
+// The memory system's floor for a decode case: a plain read stream over the
+// case's hit-expert weight bytes (no dequant, no MMA, no ids), timed like
+// us_in_graph, per call in a graph of kCallsPerGraph. Every captured call
+// reads its own region of a buffer, at least 4x the L2 apart before a region
+// comes back, so the reads come from DRAM as the op's do.
+Status read_floor_in_graph(Env& env, int reps, double bytes, double* us) {
+  constexpr int64_t kAlign = 256;
+  const int64_t region = std::max<int64_t>((int64_t(bytes) + kAlign - 1) / kAlign * kAlign, kAlign);
+  const int64_t regions = std::clamp<int64_t>((4 * env.l2_bytes + region - 1) / region + 1, 2,
+                                              int64_t(kRotations) * kCallsPerGraph);
+  if (env.floor_bytes.bytes() < size_t(regions * region)) {
+    env.floor_bytes = nc::DeviceBuffer();
+    NVFP4MOE_RETURN_IF_ERROR(nc::DeviceBuffer::allocate(size_t(regions * region), &env.floor_bytes));
+    NVFP4MOE_CUDA_TRY(cudaMemsetAsync(env.floor_bytes.get(), 0x3c, size_t(regions * region), env.stream));
+  }
+  if (!env.floor_sink.get()) NVFP4MOE_RETURN_IF_ERROR(nc::DeviceBuffer::allocate(64, &env.floor_sink));
+  int64_t call = 0;  // captured calls so far: each gets the next region
+  const auto read = [&](int) {
+    const uint8_t* p = env.floor_bytes.as<uint8_t>() + (call++ % regions) * region;
+    return bs::enqueue_read_stream(p, size_t(int64_t(bytes) / 16 * 16), env.floor_sink.as<float>(), env.stream);
+  };
+  return time_graphs(env, reps, read, us, kCallsPerGraph);
+}
+
 // Decode sizes (T <= 8), where a graph's own launch is a large part of a
 // single call: us_in_graph, the time per call in a graph of kCallsPerGraph
-// calls (rotating routings, activations and weight copies as above).
+// calls (rotating routings, activations and weight copies as above), and
+// read_floor_in_graph_us, the same bytes read by a plain read stream.
 Status time_in_graph(Env& env, int reps, int64_t num_tokens, const std::function<Status(int)>& enqueue,
                      BenchResult* out) {
   if (num_tokens > 8) return ok_status();
-  double us = 0;
+  double us = 0, floor_us = 0;
   NVFP4MOE_RETURN_IF_ERROR(time_graphs(env, reps, enqueue, &us, kCallsPerGraph));
   out->extra.push_back({"us_in_graph", us});
+  NVFP4MOE_RETURN_IF_ERROR(read_floor_in_graph(env, reps, out->weight_bytes, &floor_us));
+  out->extra.push_back({"read_floor_in_graph_us", floor_us});
   return ok_status();
 }
 

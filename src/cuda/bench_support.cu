@@ -125,17 +125,23 @@ Status median_us(Stream stream, int warmup, int reps, const std::function<Status
   return ok_status();
 }
 
+Status enqueue_read_stream(const void* p, size_t bytes, float* sink, Stream stream) {
+  int sms = 0;
+  NVFP4MOE_CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  const int64_t n = int64_t(bytes / 16);
+  const int64_t blocks = std::clamp<int64_t>((n + 511) / 512, 1, int64_t(sms) * 4);
+  read_stream_kernel<<<unsigned(blocks), 512, 0, stream>>>(static_cast<const float4*>(p), n, sink);
+  return cuda_status(cudaGetLastError(), "read_stream_kernel");
+}
+
 Status measure_read_bandwidth(size_t bytes, int reps, Stream stream, double* gbps) {
   DeviceBuffer buf, sink;
   NVFP4MOE_RETURN_IF_ERROR(DeviceBuffer::allocate(bytes, &buf));
   NVFP4MOE_RETURN_IF_ERROR(DeviceBuffer::allocate(64, &sink));
   NVFP4MOE_CUDA_TRY(cudaMemsetAsync(buf.get(), 0x3c, bytes, stream));
-  int sms = 0;
-  NVFP4MOE_CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
   double us = 0;
   NVFP4MOE_RETURN_IF_ERROR(median_us(stream, 2, reps, [&](int) {
-    read_stream_kernel<<<sms * 4, 512, 0, stream>>>(buf.as<float4>(), int64_t(bytes / 16), sink.as<float>());
-    return cuda_status(cudaGetLastError(), "read_stream_kernel");
+    return enqueue_read_stream(buf.get(), bytes, sink.as<float>(), stream);
   }, &us));
   *gbps = double(bytes) / us * 1e-3;
   return ok_status();

@@ -26,6 +26,9 @@ Status median_us_interleaved(Stream stream, int warmup, int reps, int n, const s
 
 // Read stream over `bytes` of device memory, GB/s (median of reps).
 Status measure_read_bandwidth(size_t bytes, int reps, Stream stream, double* gbps);
+// One launch of that read stream over `bytes` at p (16-byte aligned); sink:
+// a device float it may write.
+Status enqueue_read_stream(const void* p, size_t bytes, float* sink, Stream stream);
 // cuBLAS BF16 GEMM n x n x n on random data (BF16 out, FP32 accumulate), TFLOP/s.
 Status measure_bf16_gemm(int n, int reps, Stream stream, double* tflops);
 
