@@ -147,7 +147,7 @@ Status time_graphs(Env& env, int reps, const std::function<Status(int)>& enqueue
   Graphs graphs;
   NVFP4MOE_RETURN_IF_ERROR(capture_graphs(env, enqueue, calls_per_graph, &graphs));
   NVFP4MOE_RETURN_IF_ERROR(
-      bs::median_us(env.stream, 3, reps, [&](int i) { return launch_rotation(env, graphs, i); }, us));
+      bs::median_us(env.stream, 3, reps, [&](int i) { return launch_rotation(env, graphs, i); }, us, kRotations));
   *us /= calls_per_graph;
   return ok_status();
 }
@@ -368,7 +368,8 @@ Status run_cases_cuda(const std::vector<BenchCase>& group, std::vector<BenchResu
   std::vector<double> us;
   NVFP4MOE_RETURN_IF_ERROR(bs::median_us_interleaved(
       env->stream, 3, reps, n,
-      [&](int j, int i) { return launch_rotation(*env, runs[size_t(j)]->graphs, i + j * step); }, &us));
+      [&](int j, int i) { return launch_rotation(*env, runs[size_t(j)]->graphs, i + j * step); }, &us,
+      kRotations));
   out->assign(group.size(), {});
   for (size_t j = 0; j < runs.size(); ++j) NVFP4MOE_RETURN_IF_ERROR(finish_case(*env, *runs[j], us[j], &(*out)[j]));
   return ok_status();

@@ -2,8 +2,9 @@
 """Peer timings for `nvfp4moe bench --device cuda`: torch._grouped_mm with BF16
 weights on the same presets, token counts and routing distributions.
 
-Two numbers per case, both medians of CUDA-event-timed replays with the inputs
-rotated so that L2 does not hold them:
+Two numbers per case, both from CUDA-event-timed replays with the inputs (and
+routings) rotated over four sets so that L2 does not hold them; the figure is
+the mean over the four sets of each one's median, as in nvfp4moe's bench:
   gemm  torch._grouped_mm on rows already sorted by expert (GEMM only), the
         gate_up (N = 2F, K = H) or down (N = H, K = F) matmul;
   layer the whole torch BF16 MoE layer pipeline: sort by expert, gather,
@@ -45,10 +46,13 @@ def routing(kind, tokens, k, experts, rng):
     return np.stack([rng.choice(experts, size=k, replace=False, p=p) for _ in range(tokens)]).astype(np.int32)
 
 
-def median_us(torch, fn, reps, warmup=3, min_warmup_s=0.030):
-    """Median of reps event-timed calls, after at least `warmup` calls and
-    min_warmup_s of wall time (the rule of nvfp4moe's own bench, so that a
-    case is timed at the clocks its own load settles to)."""
+def median_us(torch, fn, reps, warmup=3, min_warmup_s=0.030, groups=4):
+    """Mean over the `groups` input sets (call i uses set i % groups) of the
+    median of each set's event-timed calls, out of reps calls after at least
+    `warmup` calls and min_warmup_s of wall time: the rules of nvfp4moe's own
+    bench (bench_support.hpp, mean_of_group_medians), so that a case is timed
+    at the clocks its own load settles to and routings of different cost do
+    not make the figure jump between modes."""
     i, start_wall = 0, time.perf_counter()
     while i < warmup or time.perf_counter() - start_wall < min_warmup_s:
         fn(i)
@@ -62,7 +66,8 @@ def median_us(torch, fn, reps, warmup=3, min_warmup_s=0.030):
         end.record()
         end.synchronize()
         times.append(start.elapsed_time(end) * 1000.0)
-    return float(np.median(times))
+    medians = [np.median(times[g::groups]) for g in range(groups) if times[g::groups]]
+    return float(np.mean(medians))
 
 
 def main():

@@ -101,7 +101,7 @@ Status time_rounds(Stream stream, int warmup, int reps, int n, const std::functi
 }  // namespace
 
 Status median_us_interleaved(Stream stream, int warmup, int reps, int n, const std::function<Status(int, int)>& fn,
-                             std::vector<double>* us) {
+                             std::vector<double>* us, int groups) {
   if (reps < 1 || n < 1) return make_status(StatusCode::kInvalidArgument, "median_us: reps and n must be >= 1");
   cudaEvent_t a = nullptr, b = nullptr;
   std::vector<std::vector<float>> times;
@@ -110,17 +110,15 @@ Status median_us_interleaved(Stream stream, int warmup, int reps, int n, const s
   if (b) cudaEventDestroy(b);
   NVFP4MOE_RETURN_IF_ERROR(st);
   us->clear();
-  for (std::vector<float>& t : times) {
-    std::nth_element(t.begin(), t.begin() + t.size() / 2, t.end());
-    us->push_back(t[t.size() / 2]);
-  }
+  for (const std::vector<float>& t : times) us->push_back(mean_of_group_medians(t, groups));
   return ok_status();
 }
 
-Status median_us(Stream stream, int warmup, int reps, const std::function<Status(int)>& fn, double* us) {
+Status median_us(Stream stream, int warmup, int reps, const std::function<Status(int)>& fn, double* us,
+                 int groups) {
   std::vector<double> one;
   NVFP4MOE_RETURN_IF_ERROR(
-      median_us_interleaved(stream, warmup, reps, 1, [&](int, int i) { return fn(i); }, &one));
+      median_us_interleaved(stream, warmup, reps, 1, [&](int, int i) { return fn(i); }, &one, groups));
   *us = one[0];
   return ok_status();
 }

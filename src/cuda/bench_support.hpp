@@ -3,6 +3,7 @@
 // BF16 grouped-GEMM peer. Not part of the public API.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -13,16 +14,41 @@
 
 namespace nvfp4moe::cuda::bench_support {
 
-// Times fn(i) with device events around each call: warm-up calls, then the
-// median of reps. fn enqueues on `stream`.
-Status median_us(Stream stream, int warmup, int reps, const std::function<Status(int)>& fn, double* us);
+// The figure of one function's timed calls: the median; with groups > 1,
+// call i belongs to group i % groups (the caller's rotation of routings and
+// inputs) and the figure is the mean of the groups' medians. NOTES: with
+// routings of different cost the calls' times are a mixture, and its
+// overall median falls on either mode from run to run: gpt-oss down T = 16
+// with Zipf routing hits 16-25 experts, so its routings need two or three
+// rounds of narrow items on 132 SMs (48 or 64 us), and one status run read
+// compact at 0.82x of rect on the same kernels (bench/results/2026-12-01-
+// h200-0126f7f-prefill.json).
+inline double mean_of_group_medians(std::vector<float> times, int groups) {
+  groups = std::max(groups, 1);
+  double sum = 0;
+  int used = 0;
+  for (int g = 0; g < groups; ++g) {
+    std::vector<float> t;
+    for (size_t i = size_t(g); i < times.size(); i += size_t(groups)) t.push_back(times[i]);
+    if (t.empty()) continue;
+    std::nth_element(t.begin(), t.begin() + t.size() / 2, t.end());
+    sum += t[t.size() / 2];
+    ++used;
+  }
+  return used ? sum / used : 0.0;
+}
+
+// Times fn(i) with device events around each call: warm-up calls, then
+// mean_of_group_medians of reps calls. fn enqueues on `stream`.
+Status median_us(Stream stream, int warmup, int reps, const std::function<Status(int)>& fn, double* us,
+                 int groups = 1);
 // The same for n functions timed in turns, fn(j, i) being call i of
 // function j: warm-up rounds, then reps rounds of one call of each, so that
 // every function meets the same clocks and power state (a comparison of two
 // schedules or routings is not biased by which was timed first). (*us)[j]
-// is the median of function j.
+// is function j's figure.
 Status median_us_interleaved(Stream stream, int warmup, int reps, int n, const std::function<Status(int, int)>& fn,
-                             std::vector<double>* us);
+                             std::vector<double>* us, int groups = 1);
 
 // Read stream over `bytes` of device memory, GB/s (median of reps).
 Status measure_read_bandwidth(size_t bytes, int reps, Stream stream, double* gbps);

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "cuda/bench_support.hpp"
 #include "cuda/gemm_params.hpp"
 #include "cuda/launch.hpp"
 #include "nvfp4moe/cuda.hpp"
@@ -92,6 +93,27 @@ TEST(CudaHostPolicy, ClassJobBoundsHoldForLightPlans) {
               cuda::compact_class_jobs_bound(T * k, E, 128, cuda::ExpertClass::kRegular, 32)) << "trial " << trial;
     EXPECT_LE(light, cuda::compact_class_jobs_bound(T * k, E, 32, cuda::ExpertClass::kLight, 32)) << "trial " << trial;
   }
+}
+
+// The bench's figure over calls that cycle through routings of different
+// cost: the mean of each routing's median, not the mixture's median (which
+// falls on either mode). Call i runs routing i % 4: routings 0, 1 take 48 us,
+// 2, 3 take 64 us, one call of routing 1 is an outlier.
+TEST(BenchFigure, MeanOfRoutingMediansIsStableOnBimodalCalls) {
+  namespace bs = cuda::bench_support;
+  std::vector<float> t;
+  for (int i = 0; i < 30; ++i) t.push_back(i % 4 < 2 ? 48.0f : 64.0f);
+  t[5] = 500.0f;  // routing 1
+  EXPECT_FLOAT_EQ(56.0f, float(bs::mean_of_group_medians(t, 4)));
+  // The plain median lands on a mode, and one outlier moves it to the
+  // other: 15 calls of 48 us, 14 of 64 us and the outlier give 64.
+  EXPECT_FLOAT_EQ(64.0f, float(bs::mean_of_group_medians(t, 1)));
+  t[5] = 48.0f;
+  EXPECT_FLOAT_EQ(48.0f, float(bs::mean_of_group_medians(t, 1)));
+  EXPECT_FLOAT_EQ(56.0f, float(bs::mean_of_group_medians(t, 4)));
+  // More groups than calls: the empty groups do not count.
+  EXPECT_FLOAT_EQ(50.0f, float(bs::mean_of_group_medians({40.0f, 60.0f}, 4)));
+  EXPECT_EQ(0.0, bs::mean_of_group_medians({}, 4));
 }
 
 // NVFP4MOE_K_SPLITS (experiments) gets the same rule as the policy: no split
