@@ -355,28 +355,38 @@ int32_t choose_block_rows(int64_t num_tokens, int64_t top_k, int64_t num_experts
 }
 
 PlanOptions choose_plan_options(int64_t num_tokens, int64_t top_k, int64_t num_experts) {
-  // Light experts from kLightMinPairs routed rows over at least
-  // kLightMinExperts experts, up to kLightMaxAvgRows rows per expert on
-  // average. Every tile streams and dequantizes its expert's weights over
-  // the whole K whatever its rows, so an expert costs its tile count: under a
-  // skewed routing, a heavy expert cut into narrow tiles dequantizes its
-  // weights several times, and a light one in a wide kernel pays the wide
-  // tile's slower K blocks for 32 columns. The second launch (filling the
-  // first one's tail, LaunchOrder) costs a few microseconds, hence the size
-  // threshold; with few experts, or many rows each, none is light.
-  // NOTES: H200 A/B (bench/results/2026-12-01-h200-ab-e2483ce-light-
-  // experts.json) against one tile per launch: Zipf(1.2) deepseek T = 512
-  // 1.10-1.15x, T = 2048 1.06-1.12x, qwen3 T = 512 1.05-1.13x, T = 2048
-  // 1.01-1.03x; uniform routing 0.98-1.06x, but the qwen3 layer at T = 512
-  // 0.956x (two more launches in ~200 us) and gpt-oss at T = 2048 (256
-  // rows per expert, no light expert) 0.97-0.98x, hence the average's cap.
-  constexpr int64_t kLightMinPairs = 4096, kLightMinExperts = 32, kLightMaxAvgRows = 128;
+  // Light experts over at least kLightMinExperts experts, up to
+  // kLightMaxAvgRows rows per expert on average, from kLightMinPairs routed
+  // rows, or from kLightMinPairsManyRows where experts average at least
+  // kLightManyAvgRows. Every tile streams and dequantizes its expert's
+  // weights over the whole K whatever its rows, so an expert costs its tile
+  // count: under a skewed routing, a heavy expert cut into narrow or medium
+  // tiles dequantizes its weights several times, and a light one in a wide
+  // kernel pays the wide tile's slower K blocks for 32 columns. The regular
+  // experts' launch comes first; where a uniform routing leaves it empty
+  // (few rows per expert) its CTAs' start-up delays the light launch by a few
+  // microseconds, which short calls feel; the light launch, second, is cheap
+  // when empty. With few experts, or many rows each, none is light.
+  // NOTES: H200 A/B against one tile per launch
+  // (bench/results/2026-12-01-h200-ab-e2483ce-light-experts.json):
+  // Zipf(1.2) deepseek T = 512 1.10-1.15x, T = 2048 1.06-1.12x, qwen3
+  // T = 512 1.05-1.13x, T = 2048 1.01-1.03x; uniform 0.98-1.06x, but the
+  // qwen3 layer at T = 512 0.956x and gpt-oss at T = 2048 (256 rows per
+  // expert, no light expert) 0.97-0.98x, hence the cap on the average. From
+  // 2048 rows (...-ab-3681348-light-experts-2048.json): gpt-oss T = 512
+  // (64 rows per expert) Zipf 1.08-1.10x, uniform 0.99-1.00x; qwen3 T = 256
+  // (16 rows per expert) uniform 0.94-0.97x for 1.00-1.08x with Zipf, hence
+  // the second line at 48 rows.
+  constexpr int64_t kLightMinExperts = 32, kLightMaxAvgRows = 128;
+  constexpr int64_t kLightMinPairs = 4096, kLightMinPairsManyRows = 2048, kLightManyAvgRows = 48;
   PlanOptions o;
   const int64_t pairs = num_tokens * top_k;
+  const bool sized = pairs >= kLightMinPairs || (pairs >= kLightMinPairsManyRows &&
+                                                 pairs >= kLightManyAvgRows * num_experts);
   const char* forced = std::getenv("NVFP4MOE_EXPERT_CLASSES");  // experiments and tests: 0 or 1
   const bool light = forced ? forced[0] == '1'
-                            : !std::getenv("NVFP4MOE_BLOCK_ROWS") && pairs >= kLightMinPairs &&
-                                  num_experts >= kLightMinExperts && pairs <= kLightMaxAvgRows * num_experts;
+                            : !std::getenv("NVFP4MOE_BLOCK_ROWS") && sized && num_experts >= kLightMinExperts &&
+                                  pairs <= kLightMaxAvgRows * num_experts;
   o.light_max_rows = light ? kBlockTNarrow : 0;
   o.block_rows = light ? kBlockTWide : choose_block_rows(num_tokens, top_k, num_experts);
   return o;

@@ -370,20 +370,24 @@ TEST_F(GpuMulMatId, RaggedRouting) {
 }
 
 // compact and rect cut the same tiles, so every output bit must agree; and
-// the same input must give the same bits on every run. T = 33 runs narrow
-// tiles, 224 medium ones (asserted against choose_block_rows); T = 700 runs
-// the compact grid of one CTA per item, T = 8192 its persistent grid with
-// the tile queue (compact_grid_ctas, launch.hpp).
+// the same input must give the same bits on every run. As the policy picks
+// them (asserted, so a policy change cannot quietly drop a case): T = 33
+// runs narrow tiles, 224 medium ones, 400 wide ones in the compact grid of
+// one CTA per item, 700 light experts beside wide tiles (two launches),
+// 8192 wide tiles in the persistent grid with the tile queue
+// (choose_plan_options, compact_grid_ctas, launch.hpp).
 TEST_F(GpuMulMatId, SchedulesBitIdenticalAndDeterministic) {
   std::mt19937_64 rng(test_seed());
-  for (int64_t T : {1, 33, 224, 700, 8192}) {
+  for (int64_t T : {1, 33, 224, 400, 700, 8192}) {
     // N = 768: three wide N tiles, so T = 8192's bound (864 items) is past
     // the one-shot grid's five waves of 132 SMs.
     const int64_t E = 32, N = 768, K = 1024, k = 4;
-    if (T == 33) ASSERT_EQ(cuda::kBlockTNarrow, cuda::choose_block_rows(T, k, E));
-    if (T == 224) ASSERT_EQ(cuda::kBlockTMedium, cuda::choose_block_rows(T, k, E));
+    const PlanOptions tiles = cuda::choose_plan_options(T, k, E);
+    if (T == 33) ASSERT_EQ(cuda::kBlockTNarrow, tiles.block_rows);
+    if (T == 224) ASSERT_EQ(cuda::kBlockTMedium, tiles.block_rows);
+    if (T >= 33) ASSERT_EQ(T == 700 ? cuda::kBlockTNarrow : 0, tiles.light_max_rows) << "T=" << T;
     const int64_t items = cuda::compact_items_bound(T * k, E, cuda::kBlockTWide, 3, 1);
-    if (T == 700) ASSERT_EQ(items, cuda::compact_grid_ctas(items, ctx->num_sms(), cuda::kBlockTWide));
+    if (T == 400) ASSERT_EQ(items, cuda::compact_grid_ctas(items, ctx->num_sms(), cuda::kBlockTWide));
     if (T == 8192) ASSERT_EQ(ctx->num_sms(), cuda::compact_grid_ctas(items, ctx->num_sms(), cuda::kBlockTWide));
     ExpertWeights w = random_weights(rng, E, N, K);
     cuda::DeviceExpertWeights dw;

@@ -45,27 +45,34 @@ TEST(CudaHostPolicy, TokenTileFollowsRowsPerExpert) {
   ASSERT_EQ(0, unsetenv("NVFP4MOE_BLOCK_ROWS"));
 }
 
-// Light experts from 4096 routed rows over at least 32 experts, at most 128
-// rows per expert on average: deepseek (k = 8, E = 256) at T = 512 to 4096,
-// qwen3 (E = 128) at T = 512 to 2048 but not 2049, gpt-oss (k = 4, E = 32)
-// at T = 1024 but not 1023, never mixtral (E = 8). Then the plan's token
-// tile is the wide one and light experts have at most 32 rows.
-TEST(CudaHostPolicy, LightExpertsFrom4096RowsOver32Experts) {
+// Light experts over at least 32 experts at most 128 rows each on average,
+// from 4096 routed rows, or from 2048 at 48 rows per expert: deepseek (k =
+// 8, E = 256) at T = 512 to 4096 but not 256, qwen3 (E = 128) at T = 512 to
+// 2048 but not 511 or 2049, gpt-oss (k = 4, E = 32) at T = 512 (64 rows per
+// expert) to 1024 but not 511 or 1025, E = 64 at 3072 pairs (48 rows each)
+// but not E = 65, never mixtral (E = 8). Then
+// the plan's token tile is the wide one and light experts have at most 32
+// rows.
+TEST(CudaHostPolicy, LightExpertsFromLargeBatchesOverManyExperts) {
   const auto light = [](int64_t T, int64_t k, int64_t E) { return cuda::choose_plan_options(T, k, E); };
   EXPECT_EQ(cuda::kBlockTNarrow, light(512, 8, 256).light_max_rows);
   EXPECT_EQ(cuda::kBlockTWide, light(512, 8, 256).block_rows);
+  EXPECT_EQ(0, light(256, 8, 256).light_max_rows);
+  EXPECT_EQ(cuda::choose_block_rows(256, 8, 256), light(256, 8, 256).block_rows);
   EXPECT_EQ(cuda::kBlockTNarrow, light(4096, 8, 256).light_max_rows);
   EXPECT_EQ(0, light(4097, 8, 256).light_max_rows);
   EXPECT_EQ(cuda::kBlockTNarrow, light(512, 8, 128).light_max_rows);
+  EXPECT_EQ(0, light(511, 8, 128).light_max_rows);
   EXPECT_EQ(cuda::kBlockTNarrow, light(2048, 8, 128).light_max_rows);
   EXPECT_EQ(0, light(2049, 8, 128).light_max_rows);
   EXPECT_EQ(cuda::kBlockTWide, light(2049, 8, 128).block_rows);
+  EXPECT_EQ(cuda::kBlockTNarrow, light(512, 4, 32).light_max_rows);
+  EXPECT_EQ(0, light(511, 4, 32).light_max_rows);  // 2044 pairs
+  EXPECT_EQ(cuda::kBlockTNarrow, light(384, 8, 64).light_max_rows);  // 3072 pairs at 48 rows each
+  EXPECT_EQ(0, light(384, 8, 65).light_max_rows);                     // 47.3 rows each
   EXPECT_EQ(cuda::kBlockTNarrow, light(1024, 4, 32).light_max_rows);
-  EXPECT_EQ(0, light(2048, 4, 32).light_max_rows);
-  EXPECT_EQ(0, light(1023, 4, 32).light_max_rows);
-  EXPECT_EQ(cuda::choose_block_rows(1023, 4, 32), light(1023, 4, 32).block_rows);
+  EXPECT_EQ(0, light(1025, 4, 32).light_max_rows);
   EXPECT_EQ(0, light(8192, 2, 8).light_max_rows);
-  EXPECT_EQ(0, light(511, 8, 128).light_max_rows);
   ASSERT_EQ(0, setenv("NVFP4MOE_BLOCK_ROWS", "64", 1));  // a forced single tile
   EXPECT_EQ(0, light(2048, 8, 128).light_max_rows);
   EXPECT_EQ(cuda::kBlockTMedium, light(2048, 8, 128).block_rows);
