@@ -112,12 +112,12 @@ struct GemmParams {
 
   // Programmatic dependent launch of the weight streamer and of the light
   // experts' GEMM (LaunchOrder, launch.hpp). The launcher sets
-  // overlaps_previous when it launches the
-  // kernel to overlap the one before it (which then waits for it); the
-  // caller sets next_overlaps when the next kernel will overlap this one
-  // (which then lets it be scheduled). Without them the kernel executes no
-  // griddepcontrol instruction: A/B at d6178d2, a wait and a trigger in every
-  // launch cost 1-5% on MUL_MAT_ID at T = 1, where nothing overlaps.
+  // overlaps_previous when it launches the kernel to overlap the one before
+  // it (which then waits for it); the caller sets next_overlaps when the
+  // next kernel will overlap this one (which then lets it be scheduled).
+  // Without them the kernel executes no griddepcontrol instruction: A/B at
+  // d6178d2, a wait and a trigger in every launch cost 1-5% on MUL_MAT_ID at
+  // T = 1, where nothing overlaps.
   bool overlaps_previous = false;
   bool next_overlaps = false;
 
