@@ -179,9 +179,18 @@ inline bool use_weight_streamer(int64_t num_tokens, int64_t k) {
   return num_tokens >= 1 && num_tokens <= kStreamMaxTokens &&
          weight_streamer_staged_bytes(num_tokens, k) <= kStreamMaxStagedBytes;
 }
-// Its grid: 64-row blocks of N (128-row gate/up pairs with SwiGLU) x pairs.
-inline int64_t weight_streamer_ctas(int64_t n, bool swiglu, int64_t num_tokens, int64_t top_k) {
-  return n / (swiglu ? 128 : 64) * num_tokens * top_k;
+// Chunks (64-row blocks of N) per CTA: two for SwiGLU (a gate block and
+// its up block), and where K is at most kStreamTwoChunkMaxK (and N holds
+// whole pairs of blocks), so that each CTA's fixed cost (the ids, the first
+// bytes, the epilogue) covers twice the weights; else one. NOTES: qwen3's
+// down (K = 768) is the shape this serves: 28 KB of weights per 64-row CTA.
+inline constexpr int64_t kStreamTwoChunkMaxK = 1024;
+inline int32_t weight_streamer_chunks(bool swiglu, int64_t n, int64_t k) {
+  return swiglu || (k <= kStreamTwoChunkMaxK && n % 128 == 0) ? 2 : 1;
+}
+// Its grid: row blocks of N (weight_streamer_chunks) x pairs.
+inline int64_t weight_streamer_ctas(int64_t n, int32_t chunks, int64_t num_tokens, int64_t top_k) {
+  return n / (64 * chunks) * num_tokens * top_k;
 }
 // Host policy: the streamer's K split, from shapes and T only (never the
 // routing): split only where the staged activation rows of the whole K do
@@ -200,15 +209,20 @@ inline int64_t weight_streamer_ctas(int64_t n, bool swiglu, int64_t num_tokens, 
 // NVFP4MOE_STREAM_SPLITS overrides it for experiments.
 inline constexpr int32_t kMaxStreamSplits = 8;
 int32_t choose_stream_splits(int64_t num_tokens, int64_t k);
-// Whether a streamer should overlap its predecessor: only a grid of more
-// CTAs than SMs. NOTES: H200 (A/B at b36a5e3,
+// Whether a streamer of an n x k weight over T tokens should overlap its
+// predecessor: where its grid has more CTAs than SMs, or where each CTA's
+// whole weight slab fits its ring of stages (the slab is then in shared
+// memory by the time the predecessor ends). NOTES: H200 (A/B at b36a5e3,
 // bench/results/2026-11-30-h200-ab-b36a5e3-layer-overlap.json): the layer at
 // T <= 4 gained 1.03-1.18x from the down streamer's overlap, except mixtral
 // at T = 1, 0.90x, whose down grid is 128 CTAs of 516 KB of weights each. A
 // grid of at most one CTA per SM launched onto an idle GPU gets one CTA per
 // SM; launched early, its CTAs take the slots gate_up frees first, and an SM
-// may get two (the likely cause, not measured).
-inline bool streamer_overlap_pays(int64_t grid_ctas, int num_sms) { return grid_ctas > num_sms; }
+// may get two (the likely cause, not measured). qwen3's down at T = 1 in
+// two-chunk CTAs is also 128 CTAs, of 55 KB each, which their 74 KB ring
+// holds: without the overlap its layer ran 0.945x
+// (...-2026-12-01-h200-ab-stream-two-chunks-short-k.json).
+bool streamer_overlap_pays(int64_t n, int64_t k, int64_t num_tokens, int64_t top_k, int num_sms);
 // With kOverlapPrevious the streamer reads the ids and router weights,
 // checks them and streams its weights before it waits for the previous
 // kernel; it waits before it stages the activations and before any write

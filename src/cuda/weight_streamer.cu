@@ -370,7 +370,7 @@ template <int kChunks, int kCols, bool kSplitK>
 Status launch_stream(const GemmParams& p, int num_sms, cudaStream_t stream, LaunchOrder order) {
   const int32_t pairs = p.num_tokens * p.top_k;
   const dim3 grid(uint32_t(p.n / (64 * kChunks)), uint32_t(pairs), uint32_t(p.stream_splits));
-  const int64_t ctas = weight_streamer_ctas(p.n, kChunks == 2, p.num_tokens, p.top_k) * p.stream_splits;
+  const int64_t ctas = weight_streamer_ctas(p.n, kChunks, p.num_tokens, p.top_k) * p.stream_splits;
   const int64_t split_k = int64_t((p.k / 64 + p.stream_splits - 1) / p.stream_splits) * 64;
   const size_t staged = weight_streamer_staged_bytes(p.num_tokens, split_k);
   const int stages = weight_streamer_stages(staged, ctas, num_sms);
@@ -397,8 +397,9 @@ Status launch_stream_chunks(const GemmParams& p, int num_sms, cudaStream_t strea
 
 template <bool kSplitK>
 Status launch_stream_split(const GemmParams& p, int num_sms, cudaStream_t stream, LaunchOrder order) {
-  return p.epilogue == EpilogueKind::kSwiGLU ? launch_stream_chunks<2, kSplitK>(p, num_sms, stream, order)
-                                             : launch_stream_chunks<1, kSplitK>(p, num_sms, stream, order);
+  return weight_streamer_chunks(p.epilogue == EpilogueKind::kSwiGLU, p.n, p.k) == 2
+             ? launch_stream_chunks<2, kSplitK>(p, num_sms, stream, order)
+             : launch_stream_chunks<1, kSplitK>(p, num_sms, stream, order);
 }
 
 Status launch_stream_for_columns(const GemmParams& p, int num_sms, cudaStream_t stream, LaunchOrder order) {
@@ -432,6 +433,16 @@ int weight_streamer_stages(size_t staged_bytes, int64_t grid_ctas, int num_sms) 
   if (grid_ctas > 2 * int64_t(num_sms) && fits(kStreamSmallCtaBytes)) budget = kStreamSmallCtaBytes;
   else if (fits(kStreamTwoCtaBytes)) budget = kStreamTwoCtaBytes;
   return int(std::min<size_t>(kMaxStages, (budget - std::min(budget, staged_bytes)) / kStreamStageBytes));
+}
+
+bool streamer_overlap_pays(int64_t n, int64_t k, int64_t num_tokens, int64_t top_k, int num_sms) {
+  const int32_t chunks = weight_streamer_chunks(false, n, k), splits = choose_stream_splits(num_tokens, k);
+  const int64_t ctas = weight_streamer_ctas(n, chunks, num_tokens, top_k) * splits;
+  if (ctas > num_sms) return true;
+  const int64_t split_blocks = (k / 64 + splits - 1) / splits;
+  const size_t staged = weight_streamer_staged_bytes(num_tokens, split_blocks * 64);
+  const size_t slab = size_t(chunks) * size_t(split_blocks) * kSm90ChunkBytes;
+  return slab <= size_t(weight_streamer_stages(staged, ctas, num_sms)) * kStreamStageBytes;
 }
 
 Status launch_weight_streamer(const GemmParams& p, int num_sms, cudaStream_t stream, LaunchOrder order) {

@@ -202,18 +202,26 @@ TEST(CudaHostPolicy, WeightStreamerRingFitsItsBudget) {
     }
 }
 
-// The layer's down streamer overlaps gate_up only with more CTAs than SMs
-// (H200, 132 SMs): qwen3 down at T = 1 (2048 rows, k = 8) and gpt-oss down
-// (2880 rows, k = 4) do, mixtral down at T = 1 (4096 rows, k = 2) does not,
-// at T = 2 it does.
-TEST(CudaHostPolicy, StreamerOverlapNeedsMoreCtasThanSms) {
-  EXPECT_EQ(256, cuda::weight_streamer_ctas(2048, false, 1, 8));
-  EXPECT_EQ(96, cuda::weight_streamer_ctas(1536, true, 1, 8));  // qwen3 gate_up: gate/up row pairs
-  EXPECT_TRUE(cuda::streamer_overlap_pays(cuda::weight_streamer_ctas(2048, false, 1, 8), 132));
-  EXPECT_TRUE(cuda::streamer_overlap_pays(cuda::weight_streamer_ctas(2880, false, 1, 4), 132));
-  EXPECT_FALSE(cuda::streamer_overlap_pays(cuda::weight_streamer_ctas(4096, false, 1, 2), 132));
-  EXPECT_TRUE(cuda::streamer_overlap_pays(cuda::weight_streamer_ctas(4096, false, 2, 2), 132));
-  EXPECT_FALSE(cuda::streamer_overlap_pays(132, 132));
+// Two chunks per streamer CTA for SwiGLU and for K <= 1024 with N in whole
+// 128-row blocks (qwen3 down, K = 768), else one. The layer's down streamer
+// overlaps gate_up with more CTAs than SMs (H200, 132 SMs), or where each
+// CTA's slab fits its ring: gpt-oss down (2880 rows, k = 4) at T = 1 (180
+// CTAs) and qwen3 down at T = 1 (128 CTAs of 55 KB) and T = 2 do; mixtral
+// down at T = 1 (128 CTAs of 516 KB) does not, at T = 2 it does.
+TEST(CudaHostPolicy, StreamerChunksAndOverlap) {
+  EXPECT_EQ(2, cuda::weight_streamer_chunks(false, 2048, 768));   // qwen3 down
+  EXPECT_EQ(2, cuda::weight_streamer_chunks(true, 1536, 2048));   // qwen3 gate_up: gate/up row pairs
+  EXPECT_EQ(1, cuda::weight_streamer_chunks(false, 1536, 2048));  // qwen3 gate_up without SwiGLU
+  EXPECT_EQ(1, cuda::weight_streamer_chunks(false, 2880, 2880));  // gpt-oss
+  EXPECT_EQ(1, cuda::weight_streamer_chunks(false, 192, 128));    // N not in 128-row blocks
+  EXPECT_EQ(128, cuda::weight_streamer_ctas(2048, 2, 1, 8));
+  EXPECT_EQ(96, cuda::weight_streamer_ctas(1536, 2, 1, 8));
+  EXPECT_EQ(180, cuda::weight_streamer_ctas(2880, 1, 1, 4));
+  EXPECT_TRUE(cuda::streamer_overlap_pays(2048, 768, 1, 8, 132));
+  EXPECT_TRUE(cuda::streamer_overlap_pays(2048, 768, 2, 8, 132));
+  EXPECT_TRUE(cuda::streamer_overlap_pays(2880, 2880, 1, 4, 132));
+  EXPECT_FALSE(cuda::streamer_overlap_pays(4096, 14336, 1, 2, 132));
+  EXPECT_TRUE(cuda::streamer_overlap_pays(4096, 14336, 2, 2, 132));
 }
 
 // The compact grid's worked examples (launch.hpp), and the bound itself.
