@@ -223,6 +223,16 @@ int32_t choose_stream_splits(int64_t num_tokens, int64_t k);
 // holds: without the overlap its layer ran 0.945x
 // (...-2026-12-01-h200-ab-stream-two-chunks-short-k.json).
 bool streamer_overlap_pays(int64_t n, int64_t k, int64_t num_tokens, int64_t top_k, int num_sms);
+// A streamer launch's shape, as launch_weight_streamer sizes it: its CTAs,
+// the K blocks of each split, the staged activation rows of a CTA and its
+// ring's stages.
+struct StreamerLaunchShape {
+  int64_t ctas = 0, split_blocks = 0;
+  size_t staged_bytes = 0;
+  int stages = 0;
+};
+StreamerLaunchShape weight_streamer_launch_shape(int64_t n, int64_t k, int64_t num_tokens, int64_t top_k,
+                                                 int32_t chunks, int32_t splits, int num_sms);
 // With kOverlapPrevious the streamer reads the ids and router weights,
 // checks them and streams its weights before it waits for the previous
 // kernel; it waits before it stages the activations and before any write

@@ -370,16 +370,14 @@ template <int kChunks, int kCols, bool kSplitK>
 Status launch_stream(const GemmParams& p, int num_sms, cudaStream_t stream, LaunchOrder order) {
   const int32_t pairs = p.num_tokens * p.top_k;
   const dim3 grid(uint32_t(p.n / (64 * kChunks)), uint32_t(pairs), uint32_t(p.stream_splits));
-  const int64_t ctas = weight_streamer_ctas(p.n, kChunks, p.num_tokens, p.top_k) * p.stream_splits;
-  const int64_t split_k = int64_t((p.k / 64 + p.stream_splits - 1) / p.stream_splits) * 64;
-  const size_t staged = weight_streamer_staged_bytes(p.num_tokens, split_k);
-  const int stages = weight_streamer_stages(staged, ctas, num_sms);
+  const StreamerLaunchShape shape =
+      weight_streamer_launch_shape(p.n, p.k, p.num_tokens, p.top_k, kChunks, p.stream_splits, num_sms);
   GemmParams q = p;
   q.overlaps_previous = order == LaunchOrder::kOverlapPrevious;
-  const size_t smem = size_t(stages) * kStreamStageBytes + staged;
+  const size_t smem = size_t(shape.stages) * kStreamStageBytes + shape.staged_bytes;
   auto kernel = weight_stream_kernel<kChunks, kCols, kSplitK>;
   NVFP4MOE_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-  NVFP4MOE_CUDA_TRY(launch_kernel(kernel, grid, dim3(kAllThreads), smem, stream, order, q, stages));
+  NVFP4MOE_CUDA_TRY(launch_kernel(kernel, grid, dim3(kAllThreads), smem, stream, order, q, shape.stages));
   NVFP4MOE_CUDA_CHECK_LAUNCH("weight_stream_kernel");
   return ok_status();
 }
@@ -435,14 +433,23 @@ int weight_streamer_stages(size_t staged_bytes, int64_t grid_ctas, int num_sms) 
   return int(std::min<size_t>(kMaxStages, (budget - std::min(budget, staged_bytes)) / kStreamStageBytes));
 }
 
+StreamerLaunchShape weight_streamer_launch_shape(int64_t n, int64_t k, int64_t num_tokens, int64_t top_k,
+                                                 int32_t chunks, int32_t splits, int num_sms) {
+  StreamerLaunchShape shape;
+  shape.ctas = weight_streamer_ctas(n, chunks, num_tokens, top_k) * splits;
+  shape.split_blocks = (k / 64 + splits - 1) / splits;
+  shape.staged_bytes = weight_streamer_staged_bytes(num_tokens, shape.split_blocks * 64);
+  shape.stages = weight_streamer_stages(shape.staged_bytes, shape.ctas, num_sms);
+  return shape;
+}
+
 bool streamer_overlap_pays(int64_t n, int64_t k, int64_t num_tokens, int64_t top_k, int num_sms) {
-  const int32_t chunks = weight_streamer_chunks(false, n, k), splits = choose_stream_splits(num_tokens, k);
-  const int64_t ctas = weight_streamer_ctas(n, chunks, num_tokens, top_k) * splits;
-  if (ctas > num_sms) return true;
-  const int64_t split_blocks = (k / 64 + splits - 1) / splits;
-  const size_t staged = weight_streamer_staged_bytes(num_tokens, split_blocks * 64);
-  const size_t slab = size_t(chunks) * size_t(split_blocks) * kSm90ChunkBytes;
-  return slab <= size_t(weight_streamer_stages(staged, ctas, num_sms)) * kStreamStageBytes;
+  const int32_t chunks = weight_streamer_chunks(false, n, k);
+  const StreamerLaunchShape shape =
+      weight_streamer_launch_shape(n, k, num_tokens, top_k, chunks, choose_stream_splits(num_tokens, k), num_sms);
+  if (shape.ctas > num_sms) return true;
+  const size_t slab = size_t(chunks) * size_t(shape.split_blocks) * kSm90ChunkBytes;
+  return slab <= size_t(shape.stages) * kStreamStageBytes;
 }
 
 Status launch_weight_streamer(const GemmParams& p, int num_sms, cudaStream_t stream, LaunchOrder order) {

@@ -217,6 +217,13 @@ TEST(CudaHostPolicy, StreamerChunksAndOverlap) {
   EXPECT_EQ(128, cuda::weight_streamer_ctas(2048, 2, 1, 8));
   EXPECT_EQ(96, cuda::weight_streamer_ctas(1536, 2, 1, 8));
   EXPECT_EQ(180, cuda::weight_streamer_ctas(2880, 1, 1, 4));
+  // qwen3 down at T = 1: 128 CTAs of 12 K blocks, 1.5 KB of staged rows, 8
+  // stages (74 KB) for a 55 KB slab.
+  const cuda::StreamerLaunchShape qwen3_down = cuda::weight_streamer_launch_shape(2048, 768, 1, 8, 2, 1, 132);
+  EXPECT_EQ(128, qwen3_down.ctas);
+  EXPECT_EQ(12, qwen3_down.split_blocks);
+  EXPECT_EQ(size_t(1536), qwen3_down.staged_bytes);
+  EXPECT_EQ(8, qwen3_down.stages);
   EXPECT_TRUE(cuda::streamer_overlap_pays(2048, 768, 1, 8, 132));
   EXPECT_TRUE(cuda::streamer_overlap_pays(2048, 768, 2, 8, 132));
   EXPECT_TRUE(cuda::streamer_overlap_pays(2880, 2880, 1, 4, 132));
