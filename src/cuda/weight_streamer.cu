@@ -18,7 +18,10 @@
 // along N (16 weight rows each: the sm90 fragment layout is one warp's mma
 // A fragment) times the rest along K (K blocks dealt round robin inside each
 // stage). The expert's activation rows are staged once in shared memory as
-// BF16 B fragments (one LDS.64 per k16 step, zeros past its rows).
+// BF16 B fragments (one LDS.64 per k16 step, zeros past its rows); BF16 x
+// by cp.async, all in flight at once. NOTES: staged through registers, one
+// L2 round trip per column and 8 words, T = 2-4 ran 1.07-1.24x slower
+// (bench/results/2026-12-01-h200-ab-stream-x-cp-async.json).
 // The K partial sums meet in shared memory and are added in warp order,
 // then the shared epilogue (alpha, SwiGLU on gate/up chunk pairs, router
 // weight, F32/BF16 store) writes the rows.
@@ -106,17 +109,35 @@ __host__ __device__ __forceinline__ int32_t staged_columns(int32_t num_tokens) {
 // Columns past num_rows are zeros.
 __device__ __forceinline__ void stage_b_fragments(const GemmParams& p, const int32_t* pair_of, int32_t num_rows,
                                                   int32_t cols, int32_t k0, int32_t k_len, uint32_t* xs) {
-  // kBatch loads in flight per thread before their stores: a loop that
-  // stored each word right after its load waited one L2 latency per word.
-  // Column by column, so no index is divided by K (ncu at 3d8f74f: the
-  // division of a flat index was the staging loop's hottest code).
-  constexpr int kBatch = 8;
   const int32_t half_k = k_len / 2;
+  if (p.x) {
+    // BF16: 4-byte asynchronous copies straight into fragment order, every
+    // column's words in flight at once. The register loop below waits one
+    // L2 round trip per column and batch of 8 words (at T = 4 four to eight
+    // in a row, while the producer's ring sits full).
+    for (int32_t n = 0; n < cols; ++n) {
+      const bool real = n < num_rows;
+      const uint16_t* xb = real ? p.x + pair_row(p.x_map, pair_of[n], p.top_k) * p.x_stride + k0 : nullptr;
+      for (int32_t j = threadIdx.x; j < half_k; j += kThreads) {
+        // word j holds k = 2 j: step j / 8, q = j % 4, hi = (j / 4) % 2
+        uint32_t* dst = xs + (((j / 8) * cols + n) * 4 + j % 4) * 2 + (j / 4) % 2;
+        if (real) ptx::cp_async_4(dst, xb + 2 * j);
+        else *dst = 0u;
+      }
+    }
+    ptx::cp_async_wait_all();
+    return;
+  }
+  // F32: converted through registers, kBatch loads in flight per thread
+  // before their stores: a loop that stored each word right after its load
+  // waited one L2 latency per word. Column by column, so no index is divided
+  // by K (ncu at 3d8f74f: the division of a flat index was the staging
+  // loop's hottest code).
+  constexpr int kBatch = 8;
   for (int32_t n = 0; n < cols; ++n) {
     const bool real = n < num_rows;
     const int64_t row = real ? pair_row(p.x_map, pair_of[n], p.top_k) : 0;
-    const uint16_t* xb = p.x ? p.x + row * p.x_stride + k0 : nullptr;
-    const float* xf = p.x_f32 ? p.x_f32 + row * p.x_stride + k0 : nullptr;
+    const float* xf = p.x_f32 + row * p.x_stride + k0;
     for (int32_t base = threadIdx.x; base < half_k; base += kBatch * kThreads) {
       uint32_t v[kBatch];
 #pragma unroll
@@ -124,12 +145,8 @@ __device__ __forceinline__ void stage_b_fragments(const GemmParams& p, const int
         const int32_t k = 2 * (base + u * kThreads);
         v[u] = 0;
         if (real && k < k_len) {
-          if (xf) {
-            const float2 f = *reinterpret_cast<const float2*>(xf + k);
-            v[u] = ptx::pack_bf16x2_rn(f.x, f.y);
-          } else {
-            v[u] = *reinterpret_cast<const uint32_t*>(xb + k);
-          }
+          const float2 f = *reinterpret_cast<const float2*>(xf + k);
+          v[u] = ptx::pack_bf16x2_rn(f.x, f.y);
         }
       }
 #pragma unroll

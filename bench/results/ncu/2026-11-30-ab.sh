@@ -5,7 +5,8 @@
 # unpacked beside this tree: .base/ (tag "base") and, if present, .mid/
 # (tag "mid"); this tree is "new".
 #   [AB_REPS=2] bench/results/ncu/2026-11-30-ab.sh OUTDIR "bench args;bench args..."
-# bench/results/ncu/ab2json.py turns OUTDIR/ab.txt into a results file.
+# bench/results/ncu/ab2json.py turns OUTDIR/ab.txt into a results file (with the
+# "µs in a graph of 8" column where the bench prints one: T <= 8).
 set -u
 out=$1; cases=$2; mkdir -p $out
 rm -rf /tmp/nvfp4moe-deps && mkdir -p /tmp/nvfp4moe-deps
@@ -25,7 +26,7 @@ for rep in $(seq ${AB_REPS:-2}); do
     for c in "${list[@]}"; do
       # shellcheck disable=SC2086
       timeout 120 build-$b/nvfp4moe bench --device cuda $c 2>/dev/null | grep -E "^\| [a-z]" | grep -v "^| preset" |
-        awk -F'|' -v tag="$b" '{printf "%-4s %s %s T=%s %s %s %s us\n", tag, $2, $3, $4, $5, $6, $7}' | tee -a $out/ab.txt
+        awk -F'|' -v tag="$b" '{printf "%-4s %s %s T=%s %s %s %s us graph %s\n", tag, $2, $3, $4, $5, $6, $7, $11}' | tee -a $out/ab.txt
     done
   done
 done

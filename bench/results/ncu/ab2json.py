@@ -4,7 +4,8 @@
   ab2json.py AB_TXT OUT_JSON BASE_COMMIT NEW_COMMIT DATE COMMAND NOTE [MID_COMMIT]
 
 Speedups are min(base) / min(new) (and min(base) / min(mid), min(mid) / min(new) with a mid build) over the
-alternating repetitions of one call.
+alternating repetitions of one call. Lines that end in "us graph G" (the bench's "µs in a graph of 8" column, as
+the decode A/B loops print it) also give us_in_graph and speedup_in_graph.
 """
 import collections
 import json
@@ -21,10 +22,14 @@ def read_ab(src):
     """The records of an ab.txt (tag, preset, op, tokens, routing, schedule, us) and the GPU line."""
     recs, gpu = [], None
     for line in open(src):
-        m = re.match(r"(\w+)\s+(\S+)\s+(\S+)\s+T=\s*(\d+)\s+(\S+)\s+(\S+)\s+([\d.]+)\s+us", line)
+        m = re.match(r"(\w+)\s+(\S+)\s+(\S+)\s+T=\s*(\d+)\s+(\S+)\s+(\S+)\s+([\d.]+)\s+us(?:\s+graph\s+([\d.]+))?",
+                     line)
         if m:
-            recs.append({"build": m[1], "preset": m[2], "op": m[3], "tokens": int(m[4]), "routing": m[5],
-                         "schedule": m[6], "us": float(m[7])})
+            rec = {"build": m[1], "preset": m[2], "op": m[3], "tokens": int(m[4]), "routing": m[5],
+                   "schedule": m[6], "us": float(m[7])}
+            if m[8]:
+                rec["us_in_graph"] = float(m[8])
+            recs.append(rec)
         elif line.startswith("NVIDIA"):
             gpu = line.strip()
     return recs, gpu
@@ -38,8 +43,12 @@ def main():
     for r in recs:
         r["commit"] = commits[r["build"]]
     cases = collections.defaultdict(lambda: collections.defaultdict(list))
+    graph = collections.defaultdict(lambda: collections.defaultdict(list))
     for r in recs:
-        cases[(r["preset"], r["op"], r["tokens"], r["routing"], r["schedule"])][r["build"]].append(r["us"])
+        key = (r["preset"], r["op"], r["tokens"], r["routing"], r["schedule"])
+        cases[key][r["build"]].append(r["us"])
+        if "us_in_graph" in r:
+            graph[key][r["build"]].append(r["us_in_graph"])
     summary = []
     for k, v in cases.items():
         if not v.get("base") or not v.get("new"):
@@ -50,10 +59,17 @@ def main():
             row["mid_us_min"] = min(v["mid"])
             row["speedup_mid_over_base"] = min(v["base"]) / min(v["mid"])
             row["speedup_new_over_mid"] = min(v["mid"]) / min(v["new"])
+        g = graph.get(k)
+        if g and g.get("base") and g.get("new"):
+            row["base_us_in_graph_min"], row["new_us_in_graph_min"] = min(g["base"]), min(g["new"])
+            row["speedup_in_graph"] = min(g["base"]) / min(g["new"])
         summary.append(row)
     doc = {"kind": "same-call A/B of builds", "commit": new, "base_commit": base, "gpu": gpu, "date": date,
            "command": command, "note": note, "geomean_speedup": geomean([s["speedup"] for s in summary]),
            "summary": summary, "records": recs}
+    in_graph = [s["speedup_in_graph"] for s in summary if "speedup_in_graph" in s]
+    if in_graph:
+        doc["geomean_speedup_in_graph"] = geomean(in_graph)
     if mid:
         doc["mid_commit"] = mid
         doc["geomean_speedup_mid_over_base"] = geomean([s["speedup_mid_over_base"] for s in summary if "mid_us_min" in s])

@@ -14,6 +14,11 @@ __device__ __forceinline__ void cp_async_16(void* dst, const void* src, uint32_t
                : "memory");
 }
 
+// 4 bytes (copies under 16 bytes go through L1: .ca only).
+__device__ __forceinline__ void cp_async_4(void* dst, const void* src) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(smem_addr(dst)), "l"(src) : "memory");
+}
+
 // Arrives on bar once all of this thread's prior cp.async complete. NOTES:
 // .noinc: the arrival counts against the barrier's initial count.
 __device__ __forceinline__ void cp_async_mbarrier_arrive_noinc(uint64_t* bar) {
