@@ -323,10 +323,11 @@ Status finish_case(Env& env, CaseRun& run, double us, BenchResult* out) {
   out->extra.push_back({"roofline", roofline_us / us});
   out->extra.push_back({"plan_us", plan_us});
   out->extra.push_back({"plan_in_graph_us", plan_in_graph_us});
-  // 0: T <= 8 runs the weight streamer, which needs no plan (plan_us is then
+  // 0: the case runs the weight streamer, which needs no plan (plan_us is then
   // what the plan would cost, not part of us).
-  const int64_t stream_k = c.op == Op::kLayer ? std::max(p.hidden, p.ffn) : run.cols;
-  out->extra.push_back({"plan_used", nc::use_weight_streamer(T, stream_k) && !c.unfused ? 0.0 : 1.0});
+  const bool streams = c.op == Op::kLayer ? nc::layer_uses_weight_streamer(T, p.hidden, p.ffn)
+                                          : nc::use_weight_streamer(T, run.rows, run.cols);
+  out->extra.push_back({"plan_used", streams && !c.unfused ? 0.0 : 1.0});
   out->extra.push_back({"peak_tflops", env.peak_tflops});
   out->extra.push_back({"read_gbps", env.read_gbps});
   return ok_status();

@@ -153,8 +153,17 @@ int32_t choose_k_splits(int64_t num_tokens, int64_t top_k, int64_t num_experts, 
 // bench/results/2026-11-30-h200-ab-97ac1b6-streamer-against-plan-path-T1-4.json):
 // the streamer still wins at T = 1, 2; at T = 3, 4 the plan path wins on
 // deepseek (1.05-1.18x) but loses on mixtral and gpt-oss (down to 0.76x), so
-// the cut stays at 4.
-inline constexpr int32_t kStreamMaxTokens = 4;
+// the cut stays at 4. After the streamer's cp.async staging (8844338), the
+// streamer at T = 5-8 against the plan path (bench/results/2026-12-01-h200-
+// ab-stream-max-tokens-8.json): qwen3's small experts gain (layer 1.06-1.33x,
+// down 1.09-1.22x, gate_up 0.92-1.26x, geomean 1.05x), where the plan's
+// launch weighs on calls of 20-75 us; deepseek and mixtral's gate_up lose
+// (0.71-0.94x), gpt-oss is mixed (0.78-1.22x). So T = 5-8 streams only
+// experts of at most kStreamSmallExpertElems weights (qwen3: 3.1 M and 1.6 M;
+// gpt-oss's down 8.3 M).
+inline constexpr int32_t kStreamMaxTokens = 8;
+inline constexpr int32_t kStreamAnyExpertMaxTokens = 4;
+inline constexpr int64_t kStreamSmallExpertElems = int64_t(4) << 20;
 inline constexpr int32_t kStreamKernelMaxTokens = 8;
 // Its activation rows live in shared memory (bit_ceil(T) x K BF16), within
 // this budget: mixtral's down (K = 14336) fits up to T = 4, and larger calls
@@ -175,9 +184,16 @@ inline constexpr size_t kStreamTwoCtaBytes = 96 * 1024;
 inline constexpr size_t kStreamOneCtaBytes = 212 * 1024;
 size_t weight_streamer_staged_bytes(int64_t num_tokens, int64_t k);
 int weight_streamer_stages(size_t staged_bytes, int64_t grid_ctas, int num_sms);
-inline bool use_weight_streamer(int64_t num_tokens, int64_t k) {
-  return num_tokens >= 1 && num_tokens <= kStreamMaxTokens &&
+// MUL_MAT_ID of n x k experts over T tokens.
+inline bool use_weight_streamer(int64_t num_tokens, int64_t n, int64_t k) {
+  const int64_t max_tokens = n * k <= kStreamSmallExpertElems ? kStreamMaxTokens : kStreamAnyExpertMaxTokens;
+  return num_tokens >= 1 && num_tokens <= max_tokens &&
          weight_streamer_staged_bytes(num_tokens, k) <= kStreamMaxStagedBytes;
+}
+// The layer streams both GEMMs (gate_up: 2 ffn x hidden, down: hidden x ffn)
+// or neither.
+inline bool layer_uses_weight_streamer(int64_t num_tokens, int64_t hidden, int64_t ffn) {
+  return use_weight_streamer(num_tokens, 2 * ffn, hidden) && use_weight_streamer(num_tokens, hidden, ffn);
 }
 // Chunks (64-row blocks of N) per CTA: two for SwiGLU (a gate block and
 // its up block), and where K is at most kStreamTwoChunkMaxK (and N holds

@@ -565,7 +565,7 @@ Status mul_mat_id(Context& ctx, const CudaMulMatIdArgs& a, Stream stream) {
   NVFP4MOE_RETURN_IF_ERROR(check_aligned(a.y, 16, "y"));
   NVFP4MOE_RETURN_IF_ERROR(check_aligned(a.ids, 4, "ids"));
   Context::Impl& m = *ctx.impl();
-  if (use_weight_streamer(a.num_tokens, w.cols)) {
+  if (use_weight_streamer(a.num_tokens, w.rows, w.cols)) {
     // Decode sizes: both schedules are this one kernel (no tiles to schedule).
     GemmParams p;
     NVFP4MOE_RETURN_IF_ERROR(streamer_params(m, w, a.ids, a.num_tokens, a.top_k, a.x, a.x_dtype,
@@ -613,7 +613,7 @@ Status moe_layer(Context& ctx, const CudaMoeLayerArgs& a, Stream stream) {
   const int64_t T = a.num_tokens, k = a.top_k, pairs = T * k, H = L.hidden, F = L.ffn;
   NVFP4MOE_RETURN_IF_ERROR(m.grow(&m.h_bf16, sizeof(uint16_t) * pairs * F, stream, "h_bf16"));
   NVFP4MOE_RETURN_IF_ERROR(m.grow(&m.y_f32, sizeof(float) * pairs * H, stream, "y_f32"));
-  if (!a.unfused && use_weight_streamer(T, std::max(H, F))) {
+  if (!a.unfused && layer_uses_weight_streamer(T, H, F)) {
     // Decode sizes: gate_up + SwiGLU and down + router weight as two weight
     // streams over the pairs (per-pair rows, no sorted order), then the combine.
     // down overlaps gate_up: its CTAs check the ids and stream their weights

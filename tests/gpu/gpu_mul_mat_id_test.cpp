@@ -278,12 +278,12 @@ TEST_F(GpuMulMatId, Bf16RowsEpilogueEqualsTheF32Path) {
     }
 }
 
-// Around the weight streamer (T <= 4) and its hand-over to the plan path:
-// T = 1..8 with F32 and BF16 x (the streamer stages them by different
+// Around the weight streamer (T <= kStreamMaxTokens) and its hand-over to
+// the plan path: T = 1..kStreamMaxTokens + 2 with F32 and BF16 x (the streamer stages them by different
 // paths, with zero columns past an expert's rows), the largest k and E the
 // API allows, both x layouts and dtypes, and N % 128 == 64.
 TEST_F(GpuMulMatId, WeightStreamerShapes) {
-  for (int64_t T = 1; T <= 8; ++T)
+  for (int64_t T = 1; T <= cuda::kStreamMaxTokens + 2; ++T)
     for (DType xd : {DType::kF32, DType::kBF16}) {
       check_case({16, 256, 512, T, 4, T % 2 == 0, xd}, "streamer");
       if (HasFatalFailure()) return;
