@@ -203,7 +203,7 @@ void op_shape(const Preset& p, Op op, int64_t* rows, int64_t* cols) {
 
 bool same_timing_group(const BenchCase& a, const BenchCase& b) {
   return a.preset.name == b.preset.name && a.op == b.op && a.tokens == b.tokens && a.unfused == b.unfused &&
-         a.reps == b.reps;
+         a.reps == b.reps && a.x_dtype == b.x_dtype;
 }
 
 int interleave_step(int cases, int rotations) {

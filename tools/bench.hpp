@@ -46,6 +46,9 @@ struct BenchCase {
   Routing routing;
   Schedule schedule;
   bool unfused = false;  // layer only: the llama.cpp-style baseline
+  // Activations handed to the op: the CUDA runner takes BF16 (default) or
+  // F32 (what ggml passes; the op converts it), the CPU runner F32.
+  DType x_dtype = DType::kBF16;
   // Timed calls whose median is reported; 0 = the runner's own choice (the
   // CUDA runner may time on its own terms and ignore it).
   int reps = 0;

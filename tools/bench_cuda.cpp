@@ -216,7 +216,7 @@ struct CaseRun {
       nc::CudaMoeLayerArgs a;
       a.layer = &(*layers)[size_t(r) % layers->size()];
       a.x = dx[size_t(r)].get();
-      a.x_dtype = DType::kBF16;
+      a.x_dtype = c.x_dtype;
       a.ids = dids[size_t(r)].as<int32_t>();
       a.route_weights = dw.as<float>();
       a.num_tokens = c.tokens;
@@ -229,7 +229,7 @@ struct CaseRun {
     nc::CudaMulMatIdArgs a;
     a.weights = &(*weights)[size_t(r) % weights->size()];
     a.x = dx[size_t(r)].get();
-    a.x_dtype = DType::kBF16;
+    a.x_dtype = c.x_dtype;
     a.x_per_slot = c.op == Op::kDown;
     a.ids = dids[size_t(r)].as<int32_t>();
     a.num_tokens = c.tokens;
@@ -255,9 +255,12 @@ Status prepare_case(Env& env, const BenchCase& c, CaseRun* run) {
   if (c.op != Op::kLayer) op_shape(p, c.op, &run->rows, &run->cols);
   const int64_t x_elems = c.op == Op::kLayer ? T * p.hidden : (c.op == Op::kDown ? pairs : T) * run->cols;
   for (int r = 0; r < kRotations; ++r) {
+    const bool f32 = c.x_dtype == DType::kF32;
     NVFP4MOE_RETURN_IF_ERROR(
-        nc::DeviceBuffer::allocate(size_t(std::max<int64_t>(x_elems, 1)) * 2, &run->dx[size_t(r)]));
-    NVFP4MOE_RETURN_IF_ERROR(bs::fill_random_bf16(run->dx[size_t(r)].as<uint16_t>(), x_elems, 50 + r, env.stream));
+        nc::DeviceBuffer::allocate(size_t(std::max<int64_t>(x_elems, 1)) * (f32 ? 4 : 2), &run->dx[size_t(r)]));
+    NVFP4MOE_RETURN_IF_ERROR(f32 ? bs::fill_random_f32(run->dx[size_t(r)].as<float>(), x_elems, 50 + r, env.stream)
+                                 : bs::fill_random_bf16(run->dx[size_t(r)].as<uint16_t>(), x_elems, 50 + r,
+                                                        env.stream));
   }
   if (c.op == Op::kLayer) {
     NVFP4MOE_RETURN_IF_ERROR(layers_for(env, p, &run->layers));

@@ -35,6 +35,7 @@ struct BenchOptions {
   int reps = 0;
   std::string json_path;
   bool unfused = false;
+  std::string x_dtype = "auto";
   uint64_t seed = bench::kDefaultBenchSeed;
 };
 
@@ -177,6 +178,12 @@ Status expand_cases(const BenchOptions& o, Device device, std::vector<BenchCase>
   }
   if (o.threads < 0) return invalid_argument("--threads ", o.threads, " must be >= 0 (0 = all hardware threads)");
   if (o.reps < 0) return invalid_argument("--reps ", o.reps, " must be >= 1");
+  DType x_dtype = device == Device::kCpu ? DType::kF32 : DType::kBF16;
+  if (o.x_dtype == "f32") x_dtype = DType::kF32;
+  else if (o.x_dtype == "bf16") x_dtype = DType::kBF16;
+  else if (o.x_dtype != "auto") return invalid_argument("--x-dtype '", o.x_dtype, "' is not auto, bf16 or f32");
+  if (device == Device::kCpu && x_dtype != DType::kF32)
+    return invalid_argument("--x-dtype bf16: the CPU bench times F32 activations only");
 
   // Presets outermost, so each preset's weights are generated once and freed
   // before the next preset's.
@@ -192,6 +199,7 @@ Status expand_cases(const BenchOptions& o, Device device, std::vector<BenchCase>
             c.routing = r;
             c.schedule = sc;
             c.unfused = o.unfused && op == bench::Op::kLayer;
+            c.x_dtype = x_dtype;
             c.reps = o.reps > 0 ? o.reps : device == Device::kCpu ? kCpuDefaultReps : 0;
             c.seed = o.seed;
             out->push_back(c);
@@ -219,6 +227,7 @@ nlohmann::ordered_json record(const Done& d, const std::string& device, const st
       {"tokens", c.tokens},
       {"routing", c.routing.name()},
       {"schedule", schedule_label(c.schedule)},
+      {"x_dtype", c.x_dtype == DType::kF32 ? "f32" : "bf16"},
       {"seed", c.seed},
       {"reps", c.reps},
       {"us", r.us_median},
@@ -309,8 +318,9 @@ int run_bench(const BenchOptions& o) {
   }
   if (!done.empty()) {
     table.print(stdout);
-    std::printf("\n%s: %s%s, commit %s\n", cuda ? "cuda" : "cpu", device_name.c_str(),
-                cuda ? "" : (", " + std::to_string(threads) + " threads").c_str(), commit.c_str());
+    std::printf("\n%s: %s%s, %s activations, commit %s\n", cuda ? "cuda" : "cpu", device_name.c_str(),
+                cuda ? "" : (", " + std::to_string(threads) + " threads").c_str(),
+                done[0].c.x_dtype == DType::kF32 ? "F32" : "BF16", commit.c_str());
     std::fflush(stdout);
   }
   if (!failure.ok()) return fail(kCommand, failure);
@@ -356,6 +366,10 @@ Command add_bench_command(CLI::App& app) {
   sub->add_option("--json", o->json_path, "Write one JSON record per case to this file");
   sub->add_flag("--unfused", o->unfused, "Layer only: the llama.cpp-style baseline (separate matmuls, "
                                          "activation and combine passes)");
+  sub->add_option("--x-dtype", o->x_dtype,
+                  "Activations given to the op: auto (BF16 on a GPU, F32 on the CPU) | bf16 | f32 (GPU: what ggml "
+                  "passes; the op converts it)")
+      ->default_str("auto");
   sub->add_option("--seed", o->seed, "Seed of the routing, weights and activations")
       ->default_str(std::to_string(bench::kDefaultBenchSeed));
   return {sub, [o] { return run_bench(*o); }};

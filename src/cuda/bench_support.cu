@@ -40,6 +40,14 @@ __global__ void fill_bf16_kernel(__nv_bfloat16* p, int64_t n, uint64_t seed) {
   }
 }
 
+// The same values as fill_bf16_kernel for a seed, as F32.
+__global__ void fill_f32_kernel(float* p, int64_t n, uint64_t seed) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    const uint64_t r = mix64(seed + uint64_t(i) * 0x9E3779B97F4A7C15ull);
+    p[i] = __bfloat162float(__float2bfloat16(float(int64_t(r % 2001) - 1000) * 1e-3f));
+  }
+}
+
 __global__ void read_stream_kernel(const float4* p, int64_t n, float* sink) {
   float acc = 0.0f;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
@@ -148,6 +156,11 @@ Status measure_read_bandwidth(size_t bytes, int reps, Stream stream, double* gbp
 Status fill_random_bf16(uint16_t* p, int64_t n, uint64_t seed, Stream stream) {
   fill_bf16_kernel<<<1024, 256, 0, stream>>>(reinterpret_cast<__nv_bfloat16*>(p), n, seed);
   return cuda_status(cudaGetLastError(), "fill_bf16_kernel");
+}
+
+Status fill_random_f32(float* p, int64_t n, uint64_t seed, Stream stream) {
+  fill_f32_kernel<<<1024, 256, 0, stream>>>(p, n, seed);
+  return cuda_status(cudaGetLastError(), "fill_f32_kernel");
 }
 
 Status measure_bf16_gemm(int n, int reps, Stream stream, double* tflops) {

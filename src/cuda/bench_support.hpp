@@ -63,6 +63,8 @@ Status measure_bf16_gemm(int n, int reps, Stream stream, double* tflops);
 Status random_device_weights(int64_t num_experts, int64_t rows, int64_t cols, uint64_t seed,
                              DeviceExpertWeights* out);
 Status fill_random_bf16(uint16_t* p, int64_t n, uint64_t seed, Stream stream);
+// fill_random_bf16's values for a seed, held as F32.
+Status fill_random_f32(float* p, int64_t n, uint64_t seed, Stream stream);
 
 // Times torch._grouped_mm's equivalent with cuBLAS: BF16 weights [E][N][K],
 // rows already sorted by expert (GEMM only), per-expert row counts.

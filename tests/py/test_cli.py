@@ -161,7 +161,7 @@ def test_bench_writes_a_table_and_json_records(cli, tmp_path):
         for key in ("device_name", "commit", "date", "command_line", "routing", "schedule", "us", "tflops", "gbps",
                     "tokens_per_s"):
             assert key in r, key
-        assert r["device"] == "cpu" and r["preset"] == "qwen3-30b-a3b" and r["reps"] == 2
+        assert r["device"] == "cpu" and r["preset"] == "qwen3-30b-a3b" and r["reps"] == 2 and r["x_dtype"] == "f32"
         assert r["us"] > 0 and r["routing"] == "uniform" and r["schedule"] == "compact"
         assert r["date"].endswith("Z") and "bench" in r["command_line"]
         n, k = (2 * 768, 2048) if r["op"] == "gate_up" else (2048, 768)
@@ -192,6 +192,8 @@ def test_bench_layer_variants(cli, tmp_path):
     (["--tokens", "0"], "--tokens 0"),
     (["--device", "tpu"], "tpu"),
     (["--op", "gate_up", "--unfused"], "--unfused"),
+    (["--x-dtype", "fp8"], "fp8"),
+    (["--x-dtype", "bf16"], "--x-dtype bf16"),  # the CPU bench takes F32 only
 ])
 def test_bench_rejects_bad_arguments_by_name(cli, tmp_path, args, named):
     out = tmp_path / "never.json"
