@@ -296,6 +296,21 @@ TEST_F(GpuMulMatId, WeightStreamerShapes) {
     }
 }
 
+// The streamer at T = 5-8 on qwen3's shapes, where the policy runs it:
+// eight staged columns, two-chunk CTAs at K = 768 (down, per-slot rows) and
+// one-chunk CTAs at K = 2048 (gate_up), F32 and BF16 x, every output row
+// checked.
+TEST_F(GpuMulMatId, WeightStreamerEightColumns) {
+  ASSERT_TRUE(cuda::use_weight_streamer(8, 2048, 768));
+  ASSERT_TRUE(cuda::use_weight_streamer(8, 1536, 2048));
+  for (int64_t T : {5, 7, 8})
+    for (DType xd : {DType::kF32, DType::kBF16}) {
+      check_case({128, 2048, 768, T, 8, true, xd}, "qwen3-down");
+      check_case({128, 1536, 2048, T, 8, false, xd}, "qwen3-gate_up");
+      if (HasFatalFailure()) return;
+    }
+}
+
 // The weight streamer's K split (choose_stream_splits): by the policy for a
 // mixtral-down-like shape (T = 4, K = 14336: 2 splits), and forced to 8
 // splits over 16 CTAs (E = 16, k = 4, N = 256, K = 4096 at T = 1) and to 3
