@@ -3,8 +3,9 @@
 // routings and activation sets, each op captured in a CUDA graph; the median
 // of graph replays timed with device events, rotating through the copies so
 // that no replay finds its weights in L2. The cases of one preset, op and T
-// (its routings and schedules) are timed in turns, one call each per round. Ceilings (cuBLAS BF16 GEMM, read
-// stream) and a cuBLAS BF16 grouped-GEMM peer are measured in the same run.
+// (its routings and schedules) are timed in turns, one call each per round.
+// Ceilings (cuBLAS BF16 GEMM, read stream) and a cuBLAS BF16 grouped-GEMM
+// peer are measured in the same run.
 #include "bench.hpp"
 
 #if defined(NVFP4MOE_WITH_CUDA)
@@ -254,8 +255,8 @@ Status prepare_case(Env& env, const BenchCase& c, CaseRun* run) {
   }
   if (c.op != Op::kLayer) op_shape(p, c.op, &run->rows, &run->cols);
   const int64_t x_elems = c.op == Op::kLayer ? T * p.hidden : (c.op == Op::kDown ? pairs : T) * run->cols;
+  const bool f32 = c.x_dtype == DType::kF32;
   for (int r = 0; r < kRotations; ++r) {
-    const bool f32 = c.x_dtype == DType::kF32;
     NVFP4MOE_RETURN_IF_ERROR(
         nc::DeviceBuffer::allocate(size_t(std::max<int64_t>(x_elems, 1)) * (f32 ? 4 : 2), &run->dx[size_t(r)]));
     NVFP4MOE_RETURN_IF_ERROR(f32 ? bs::fill_random_f32(run->dx[size_t(r)].as<float>(), x_elems, 50 + r, env.stream)

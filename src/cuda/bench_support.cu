@@ -33,19 +33,22 @@ __global__ void fill_packed_kernel(uint8_t* p, int64_t n, uint64_t seed) {
   }
 }
 
-__global__ void fill_bf16_kernel(__nv_bfloat16* p, int64_t n, uint64_t seed) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
-    const uint64_t r = mix64(seed + uint64_t(i) * 0x9E3779B97F4A7C15ull);
-    p[i] = __float2bfloat16(float(int64_t(r % 2001) - 1000) * 1e-3f);
-  }
+// Element i of the random activations for a seed: uniform in [-1, 1] in
+// steps of 1e-3, rounded to BF16.
+__device__ __forceinline__ __nv_bfloat16 random_bf16_at(uint64_t seed, int64_t i) {
+  const uint64_t r = mix64(seed + uint64_t(i) * 0x9E3779B97F4A7C15ull);
+  return __float2bfloat16(float(int64_t(r % 2001) - 1000) * 1e-3f);
 }
 
-// The same values as fill_bf16_kernel for a seed, as F32.
+__global__ void fill_bf16_kernel(__nv_bfloat16* p, int64_t n, uint64_t seed) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
+    p[i] = random_bf16_at(seed, i);
+}
+
+// The same values as fill_bf16_kernel for a seed, held as F32.
 __global__ void fill_f32_kernel(float* p, int64_t n, uint64_t seed) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
-    const uint64_t r = mix64(seed + uint64_t(i) * 0x9E3779B97F4A7C15ull);
-    p[i] = __bfloat162float(__float2bfloat16(float(int64_t(r % 2001) - 1000) * 1e-3f));
-  }
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
+    p[i] = __bfloat162float(random_bf16_at(seed, i));
 }
 
 __global__ void read_stream_kernel(const float4* p, int64_t n, float* sink) {
