@@ -169,6 +169,14 @@ __device__ void stream_weights(StreamShared<kChunks>& s, uint8_t* ring, int num_
   for (int32_t it = 0; it < iters; ++it, ps.advance(num_stages)) {
     const int slot = ps.stage;
     ptx::mbarrier_wait_parity(&s.empty[slot], ps.phase ^ 1u);
+    // The consumers read the slot with ld.shared (generic proxy); the copy
+    // writes it through the async proxy (ptx/sync.cuh). NOTES: without this
+    // fence, qwen3's down at T = 8 (six fills of five slots) gave other bits
+    // in 8 and in 1 of 63 repeated launches once the F32 staging got faster:
+    // 8 outputs of a CTA's first warp, whose fragments open the slot that
+    // the refill writes first (GpuMulMatId.RepeatedLaunchesGiveTheSameBits,
+    // bench/results/2026-12-01-h200-ab-ring-refill-fence-f32-staging.json).
+    ptx::fence_proxy_async_shared();
     const int32_t kb0 = it * C::kStageBlocks, blocks = min(C::kStageBlocks, k_blocks - kb0);
     const uint32_t bytes = uint32_t(blocks) * kSm90ChunkBytes;
     ptx::mbarrier_arrive_expect_tx(&s.full[slot], kChunks * bytes);

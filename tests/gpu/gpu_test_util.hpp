@@ -11,6 +11,7 @@
 #include <functional>
 #include <memory>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "nvfp4moe/cuda.hpp"
@@ -194,6 +195,34 @@ inline double nmse_rows(const std::vector<float>& y, int64_t N, const std::vecto
       den += r * r;
     }
   return den > 0 ? num / den : num;
+}
+
+// Where a failing output is wrong, for the failure message: each pair with
+// outputs off by more than rel_tol of its row's RMS (up to 8 pairs), with the
+// count and range of those outputs. A wrong activation word spoils a whole
+// row; a wrong weight fragment spoils the same outputs in every pair.
+inline std::string describe_wrong_rows(const std::vector<float>& y, int64_t N, const std::vector<int64_t>& pairs,
+                                       const std::vector<double>& ref, double rel_tol) {
+  std::string out;
+  int listed = 0, wrong_pairs = 0;
+  for (size_t i = 0; i < pairs.size(); ++i) {
+    double ss = 0;
+    for (int64_t n = 0; n < N; ++n) ss += ref[i * N + n] * ref[i * N + n];
+    const double tol = rel_tol * std::sqrt(ss / double(N));
+    int64_t bad = 0, first = -1, last = -1;
+    for (int64_t n = 0; n < N; ++n)
+      if (!(std::fabs(y[pairs[i] * N + n] - ref[i * N + n]) <= tol)) {
+        ++bad;
+        if (first < 0) first = n;
+        last = n;
+      }
+    if (!bad) continue;
+    ++wrong_pairs;
+    if (listed++ < 8)
+      out += " pair " + std::to_string(pairs[i]) + ": " + std::to_string(bad) + " outputs in [" +
+             std::to_string(first) + ", " + std::to_string(last) + "];";
+  }
+  return std::to_string(wrong_pairs) + " of " + std::to_string(pairs.size()) + " pairs wrong:" + out;
 }
 
 }  // namespace nvfp4moe::testing

@@ -10,7 +10,11 @@ __device__ __forceinline__ void named_barrier_sync(uint32_t id, uint32_t threads
 }
 
 // NOTES: generic-proxy shared-memory writes that the async proxy (wgmma,
-// bulk copies) reads next need this fence in each writing thread.
+// bulk copies) reads next need this fence in each writing thread. The other
+// way round too: a bulk copy that refills a ring slot which consumers read
+// with ld.shared needs it in the issuing thread, after its wait for their
+// release and before the copy; without it the copy may land before their
+// loads have read the slot.
 __device__ __forceinline__ void fence_proxy_async_shared() {
   asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
 }

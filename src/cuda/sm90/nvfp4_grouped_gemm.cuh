@@ -208,6 +208,8 @@ __device__ void producer(const GemmParams& p, SharedStorage<kBlockT>& s, int t) 
       auto& st = s.stages[ps.stage];
       ptx::mbarrier_wait_parity(&s.empty[ps.stage], ps.phase ^ 1);
       if (t == 0) {
+        // The consumers read the weights with ld.shared: ptx/sync.cuh.
+        ptx::fence_proxy_async_shared();
         ptx::mbarrier_arrive_expect_tx(&s.full[ps.stage], chunks * blocks * kSm90ChunkBytes);
         for (int c = 0; c < chunks; ++c)
           ptx::bulk_copy_g2s(st.w[c][0], w0 + (int64_t(c) * k_blocks + kb) * kSm90ChunkBytes,
