@@ -19,9 +19,12 @@
 // A fragment) times the rest along K (K blocks dealt round robin inside each
 // stage). The expert's activation rows are staged once in shared memory as
 // BF16 B fragments (one LDS.64 per k16 step, zeros past its rows); BF16 x
-// by cp.async, all in flight at once. NOTES: staged through registers, one
-// L2 round trip per column and 8 words, T = 2-4 ran 1.07-1.24x slower
-// (bench/results/2026-12-01-h200-ab-stream-x-cp-async.json).
+// by cp.async, all in flight at once, F32 x through registers with every
+// column's loads in flight before the stores. NOTES: staged through
+// registers one column and L2 round trip at a time, BF16 x at T = 2-4 ran
+// 1.07-1.24x slower (bench/results/2026-12-01-h200-ab-stream-x-cp-async.json)
+// and F32 x 1.02-1.16x slower at T = 1-4 and 1.13-1.28x on qwen3 at T = 8
+// (…-ab-ring-refill-fence-f32-staging.json).
 // The K partial sums meet in shared memory and are added in warp order,
 // then the shared epilogue (alpha, SwiGLU on gate/up chunk pairs, router
 // weight, F32/BF16 store) writes the rows.
@@ -102,25 +105,31 @@ __host__ __device__ __forceinline__ int32_t staged_columns(int32_t num_tokens) {
   return r;
 }
 
+// Word j (k = 2 j, 2 j + 1) of staged column n, in mma B-fragment order:
+// step j / 8, q = j % 4, hi = (j / 4) % 2.
+__device__ __forceinline__ int32_t staged_word(int32_t j, int32_t n, int32_t cols) {
+  return (((j / 8) * cols + n) * 4 + j % 4) * 2 + (j / 4) % 2;
+}
+
 // x rows of the expert, K positions [k0, k0 + k_len) -> shared memory (by the
 // consumer threads), BF16, in mma B-fragment order: u32 index
 // ((s * cols + n) * 4 + q) * 2 + hi holds k = k0 + 16 s + 2 q + 8 hi (+1) of
 // column n, so lane (g, q) reads its b0, b1 of step s as one 8-byte word.
 // Columns past num_rows are zeros.
+template <int kCols>
 __device__ __forceinline__ void stage_b_fragments(const GemmParams& p, const int32_t* pair_of, int32_t num_rows,
-                                                  int32_t cols, int32_t k0, int32_t k_len, uint32_t* xs) {
+                                                  int32_t k0, int32_t k_len, uint32_t* xs) {
   const int32_t half_k = k_len / 2;
   if (p.x) {
     // BF16: 4-byte asynchronous copies straight into fragment order, every
     // column's words in flight at once. The register loop below waits one
     // L2 round trip per column and batch of 8 words (at T = 4 four to eight
     // in a row, while the producer's ring sits full).
-    for (int32_t n = 0; n < cols; ++n) {
+    for (int32_t n = 0; n < kCols; ++n) {
       const bool real = n < num_rows;
       const uint16_t* xb = real ? p.x + pair_row(p.x_map, pair_of[n], p.top_k) * p.x_stride + k0 : nullptr;
       for (int32_t j = threadIdx.x; j < half_k; j += kThreads) {
-        // word j holds k = 2 j: step j / 8, q = j % 4, hi = (j / 4) % 2
-        uint32_t* dst = xs + (((j / 8) * cols + n) * 4 + j % 4) * 2 + (j / 4) % 2;
+        uint32_t* dst = xs + staged_word(j, n, kCols);
         if (real) ptx::cp_async_4(dst, xb + 2 * j);
         else *dst = 0u;
       }
@@ -128,33 +137,40 @@ __device__ __forceinline__ void stage_b_fragments(const GemmParams& p, const int
     ptx::cp_async_wait_all();
     return;
   }
-  // F32: converted through registers, kBatch loads in flight per thread
-  // before their stores: a loop that stored each word right after its load
-  // waited one L2 latency per word. Column by column, so no index is divided
-  // by K (ncu at 3d8f74f: the division of a flat index was the staging
-  // loop's hottest code).
-  constexpr int kBatch = 8;
-  for (int32_t n = 0; n < cols; ++n) {
-    const bool real = n < num_rows;
-    const int64_t row = real ? pair_row(p.x_map, pair_of[n], p.top_k) : 0;
-    const float* xf = p.x_f32 + row * p.x_stride + k0;
-    for (int32_t base = threadIdx.x; base < half_k; base += kBatch * kThreads) {
-      uint32_t v[kBatch];
+  // F32: converted through registers, 8 float4 loads in flight per thread
+  // across all columns before their stores. NOTES: column by column, each
+  // column waited its own L2 round trip (T = 8: eight in a row); indices
+  // are never divided by K (ncu at 3d8f74f: the division of a flat index was
+  // the staging loop's hottest code).
+  constexpr int kPerCol = kCols >= 8 ? 1 : 8 / kCols;  // float4 loads per column and batch
+  const int32_t quarter_k = k_len / 4;
+  for (int32_t base = threadIdx.x; base < quarter_k; base += kPerCol * kThreads) {
+    uint32_t v[kCols][kPerCol][2];
 #pragma unroll
-      for (int u = 0; u < kBatch; ++u) {
-        const int32_t k = 2 * (base + u * kThreads);
-        v[u] = 0;
-        if (real && k < k_len) {
-          const float2 f = *reinterpret_cast<const float2*>(xf + k);
-          v[u] = ptx::pack_bf16x2_rn(f.x, f.y);
+    for (int n = 0; n < kCols; ++n) {
+      const bool real = n < num_rows;
+      const float* xf = p.x_f32 + (real ? pair_row(p.x_map, pair_of[n], p.top_k) * p.x_stride : 0) + k0;
+#pragma unroll
+      for (int u = 0; u < kPerCol; ++u) {
+        const int32_t i = base + u * kThreads;  // float4 i: words 2 i, 2 i + 1
+        v[n][u][0] = v[n][u][1] = 0u;
+        if (real && i < quarter_k) {
+          const float4 f = *reinterpret_cast<const float4*>(xf + 4 * i);
+          v[n][u][0] = ptx::pack_bf16x2_rn(f.x, f.y);
+          v[n][u][1] = ptx::pack_bf16x2_rn(f.z, f.w);
         }
       }
-#pragma unroll
-      for (int u = 0; u < kBatch; ++u) {
-        const int32_t k = 2 * (base + u * kThreads), step = k / 16, kk = k % 16;
-        if (k < k_len) xs[((step * cols + n) * 4 + (kk % 8) / 2) * 2 + kk / 8] = v[u];
-      }
     }
+#pragma unroll
+    for (int n = 0; n < kCols; ++n)
+#pragma unroll
+      for (int u = 0; u < kPerCol; ++u) {
+        const int32_t i = base + u * kThreads;
+        if (i < quarter_k) {
+          xs[staged_word(2 * i, n, kCols)] = v[n][u][0];
+          xs[staged_word(2 * i + 1, n, kCols)] = v[n][u][1];
+        }
+      }
   }
 }
 
@@ -291,7 +307,7 @@ __global__ void __launch_bounds__(kAllThreads, 3) weight_stream_kernel(const __g
   // Launched to overlap the previous kernel, whose output the activations
   // are (the layer's h): everything before this reads only earlier inputs.
   if (p.overlaps_previous) ptx::grid_dependency_wait();
-  stage_b_fragments(p, s.pair_of, num_rows, kCols, kb_begin * 64, k_blocks * 64, x_staged);
+  stage_b_fragments<kCols>(p, s.pair_of, num_rows, kb_begin * 64, k_blocks * 64, x_staged);
   ptx::named_barrier_sync(kConsumerBarrier, kThreads);
 
   // 4. Consume the ring: warp (wn, wk) dequantizes K blocks wk, wk + kWarpsK
