@@ -115,6 +115,34 @@ class GpuMulMatId : public GpuTest {
   }
 };
 
+// The plan path's F32 -> BF16 conversion of x rounds each value as the host
+// does (nearest even), in its 8-wide body and in its tail: a length that is
+// not a multiple of 8, values at and beside rounding ties, signed zeros,
+// subnormals, infinities, the largest floats, NaN.
+TEST_F(GpuMulMatId, F32ActivationsRoundLikeTheHost) {
+  std::mt19937_64 rng(test_seed());
+  std::vector<float> x = random_normal(rng, 8 * 1000 + 5, 3.0f);
+  const uint32_t specials[] = {0x00000000u, 0x80000000u, 0x3F808000u, 0x3F818000u, 0x3F808001u, 0xBF817FFFu,
+                               0x00000001u, 0x807FFFFFu, 0x7F800000u, 0xFF800000u, 0x7F7FFFFFu, 0x7F7F8000u,
+                               0xFF7FFFFFu, 0x7FC00000u};
+  for (size_t i = 0; i < std::size(specials); ++i) {
+    std::memcpy(&x[i * 571 % x.size()], &specials[i], 4);
+    std::memcpy(&x[x.size() - 1 - i % 5], &specials[i], 4);  // the tail
+  }
+  cuda::DeviceBuffer dx = to_device(x), dy;
+  ASSERT_OK(cuda::DeviceBuffer::allocate(x.size() * 2, &dy));
+  ASSERT_OK(cuda::launch_f32_to_bf16(dx.as<float>(), dy.as<uint16_t>(), int64_t(x.size()), stream));
+  ASSERT_CUDA(cudaStreamSynchronize(stream));
+  const std::vector<uint16_t> y = to_host<uint16_t>(dy, x.size());
+  for (size_t i = 0; i < x.size(); ++i) {
+    if (std::isnan(x[i])) {
+      EXPECT_TRUE(std::isnan(bf16_to_float(y[i]))) << "x[" << i << "] is NaN";
+    } else {
+      ASSERT_EQ(float_to_bf16(x[i]), y[i]) << "x[" << i << "] = " << x[i];
+    }
+  }
+}
+
 // Every UE4M3 scale byte (but the NaN 0x7F) meets every E2M1 code; one-hot
 // activations make each output exactly one weight, so the kernel's dequant
 // must reproduce e2m1 * ue4m3 * alpha bit for bit.
