@@ -347,10 +347,10 @@ TEST_F(GpuMulMatId, WeightStreamerEightColumns) {
 
 // The same inputs launched again and again give the same bits: shapes whose
 // rings refill slots within a CTA (the streamer at qwen3's down and gate_up
-// at T = 8: six and sixteen stage fills, five and two slots per CTA; the
-// GEMM at T = 64), F32 and BF16 x, each launch after a poisoning of y. A
-// refill that overtakes the consumers' last reads of its slot shows here as
-// a launch that differs from the first (one warp's 16 outputs, at random).
+// at T = 8: six fills of five slots and eight of three per CTA; the GEMM at
+// T = 64), F32 and BF16 x, each launch after a poisoning of y. A refill that
+// overtakes the consumers' last reads of its slot shows here as a launch
+// that differs from the first (8-16 outputs of one warp, at random).
 TEST_F(GpuMulMatId, RepeatedLaunchesGiveTheSameBits) {
   constexpr int kLaunches = 64;
   struct Shape {
