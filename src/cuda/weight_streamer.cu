@@ -188,10 +188,11 @@ __device__ void stream_weights(StreamShared<kChunks>& s, uint8_t* ring, int num_
     // The consumers read the slot with ld.shared (generic proxy); the copy
     // writes it through the async proxy (ptx/sync.cuh). NOTES: without this
     // fence, qwen3's down at T = 8 (six fills of five slots) gave other bits
-    // in 8 and in 1 of 63 repeated launches once the F32 staging got faster:
-    // 8 outputs of a CTA's first warp, whose fragments open the slot that
-    // the refill writes first (GpuMulMatId.RepeatedLaunchesGiveTheSameBits,
-    // bench/results/2026-12-01-h200-ab-ring-refill-fence-f32-staging.json).
+    // in 1-10 of 63 repeated launches, in 7 of 7 runs, once the F32 staging
+    // got faster: 8-16 outputs of one of a CTA's first two warps, whose
+    // fragments open the slot that the refill writes first
+    // (GpuMulMatId.RepeatedLaunchesGiveTheSameBits,
+    // bench/results/2026-12-01-h200-356172a-ring-refill-fence-repeat.json).
     ptx::fence_proxy_async_shared();
     const int32_t kb0 = it * C::kStageBlocks, blocks = min(C::kStageBlocks, k_blocks - kb0);
     const uint32_t bytes = uint32_t(blocks) * kSm90ChunkBytes;
