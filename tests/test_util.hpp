@@ -11,7 +11,16 @@
 #include <random>
 #include <vector>
 
+#include "nvfp4moe/format.hpp"
+
 namespace nvfp4moe::testing {
+
+// The BF16 bits of each value, rounded to nearest even (float_to_bf16).
+inline std::vector<uint16_t> to_bf16(const std::vector<float>& x) {
+  std::vector<uint16_t> out(x.size());
+  for (size_t i = 0; i < x.size(); ++i) out[i] = float_to_bf16(x[i]);
+  return out;
+}
 
 // A fresh seed per call, printed so a failure can be replayed with
 // NVFP4MOE_TEST_SEED=<seed>.

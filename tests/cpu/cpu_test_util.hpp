@@ -24,12 +24,6 @@ inline ExpertWeights quantized_weights(std::mt19937_64& rng, int64_t E, int64_t 
   return q;
 }
 
-inline std::vector<uint16_t> to_bf16(const std::vector<float>& x) {
-  std::vector<uint16_t> out(x.size());
-  for (size_t i = 0; i < x.size(); ++i) out[i] = float_to_bf16(x[i]);
-  return out;
-}
-
 // Routing where every token's slots go to experts drawn from `allowed` only
 // (distinct per token); allowed.size() >= k.
 inline std::vector<int32_t> ids_from(std::mt19937_64& rng, int64_t T, int64_t k, std::vector<int32_t> allowed) {

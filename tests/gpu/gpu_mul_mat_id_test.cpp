@@ -49,9 +49,7 @@ class GpuMulMatId : public GpuTest {
     if (c.x_dtype == DType::kF32) {
       dx = to_device(x);
     } else {
-      std::vector<uint16_t> xb(x.size());
-      for (size_t i = 0; i < x.size(); ++i) xb[i] = float_to_bf16(x[i]);
-      dx = to_device(xb);
+      dx = to_device(to_bf16(x));
     }
     cuda::DeviceBuffer dids = to_device(ids);
     const size_t ny = size_t(c.T * c.k * c.N);
@@ -366,9 +364,7 @@ TEST_F(GpuMulMatId, RepeatedLaunchesGiveTheSameBits) {
     const std::vector<int32_t> ids = random_ids(rng, sh.T, k, E);
     const int64_t x_rows = sh.per_slot ? sh.T * k : sh.T, ny = sh.T * k * sh.N;
     const std::vector<float> x = random_normal(rng, size_t(x_rows * sh.K), 1.0f);
-    std::vector<uint16_t> xb(x.size());
-    for (size_t i = 0; i < x.size(); ++i) xb[i] = float_to_bf16(x[i]);
-    cuda::DeviceBuffer dx_f32 = to_device(x), dx_bf16 = to_device(xb), dids = to_device(ids);
+    cuda::DeviceBuffer dx_f32 = to_device(x), dx_bf16 = to_device(to_bf16(x)), dids = to_device(ids);
     cuda::DeviceBuffer dy = poisoned_floats(size_t(ny));
     for (DType xd : {DType::kF32, DType::kBF16}) {
       cuda::CudaMulMatIdArgs a = mul_mat_id_args(dw, xd == DType::kF32 ? dx_f32 : dx_bf16, dids, sh.T, k, dy);
