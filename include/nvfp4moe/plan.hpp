@@ -83,8 +83,11 @@ struct RoutingPlan {
 // "ids[t][i] and ids[t][j] are both expert e". ids may be null when T = 0.
 Status validate_ids(const int32_t* ids, int64_t num_tokens, int64_t top_k, int64_t num_experts);
 
-// Validates ids (as above), block_rows > 0 and 0 <= light_max_rows <=
-// block_rows, then fills *out completely.
+// block_rows > 0 and 0 <= light_max_rows <= block_rows (kInvalidArgument).
+Status validate_plan_options(const PlanOptions& opt);
+
+// Validates ids (as above) and the options (validate_plan_options), then
+// fills *out completely.
 // On error *out is left untouched.
 Status build_routing_plan(const int32_t* ids, int64_t num_tokens, int64_t top_k, int64_t num_experts,
                           const PlanOptions& opt, RoutingPlan* out);

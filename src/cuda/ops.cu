@@ -395,10 +395,8 @@ PlanOptions choose_plan_options(int64_t num_tokens, int64_t top_k, int64_t num_e
 Status build_plan(Context& ctx, const int32_t* ids, int64_t num_tokens, int64_t top_k, int64_t num_experts,
                   const PlanOptions& options, Stream stream) {
   NVFP4MOE_RETURN_IF_ERROR(check_shape_limits(num_tokens, top_k, num_experts));
+  NVFP4MOE_RETURN_IF_ERROR(validate_plan_options(options));
   const int32_t block_rows = options.block_rows, light_max_rows = options.light_max_rows;
-  if (block_rows <= 0) return invalid_argument("block_rows = ", block_rows, " must be positive");
-  if (light_max_rows < 0 || light_max_rows > block_rows)
-    return invalid_argument("light_max_rows = ", light_max_rows, " must be in [0, block_rows = ", block_rows, "]");
   if (num_tokens > 0 && ids == nullptr) return invalid_argument("ids is null with num_tokens = ", num_tokens);
   Context::Impl& m = *ctx.impl();
   NVFP4MOE_RETURN_IF_ERROR(m.grow_plan(num_tokens * top_k, num_experts, stream, block_rows));

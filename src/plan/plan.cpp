@@ -40,6 +40,14 @@ int32_t job_tile_rows(int32_t num_rows, int32_t block_rows) {
   return static_cast<int32_t>(std::min<int64_t>(tile, block_rows));
 }
 
+Status validate_plan_options(const PlanOptions& opt) {
+  if (opt.block_rows <= 0) return invalid_argument("block_rows = ", opt.block_rows, " must be positive");
+  if (opt.light_max_rows < 0 || opt.light_max_rows > opt.block_rows)
+    return invalid_argument("light_max_rows = ", opt.light_max_rows, " must be in [0, block_rows = ", opt.block_rows,
+                            "]");
+  return ok_status();
+}
+
 Status validate_ids(const int32_t* ids, int64_t num_tokens, int64_t top_k, int64_t num_experts) {
   NVFP4MOE_RETURN_IF_ERROR(validate_sizes(num_tokens, top_k, num_experts));
   if (num_tokens == 0) return ok_status();
@@ -67,10 +75,7 @@ Status validate_ids(const int32_t* ids, int64_t num_tokens, int64_t top_k, int64
 Status build_routing_plan(const int32_t* ids, int64_t num_tokens, int64_t top_k, int64_t num_experts,
                           const PlanOptions& opt, RoutingPlan* out) {
   if (out == nullptr) return invalid_argument("out (RoutingPlan*) is null");
-  if (opt.block_rows <= 0) return invalid_argument("block_rows = ", opt.block_rows, " must be positive");
-  if (opt.light_max_rows < 0 || opt.light_max_rows > opt.block_rows)
-    return invalid_argument("light_max_rows = ", opt.light_max_rows, " must be in [0, block_rows = ", opt.block_rows,
-                            "]");
+  NVFP4MOE_RETURN_IF_ERROR(validate_plan_options(opt));
   NVFP4MOE_RETURN_IF_ERROR(validate_ids(ids, num_tokens, top_k, num_experts));
 
   const int32_t num_pairs = static_cast<int32_t>(num_tokens * top_k);
