@@ -5,9 +5,9 @@
 // pairs per walk, all on one SM (33-43 us at T*k = 16K on an H200), and
 // every extra kernel in a graph costs ~0.6-2 us of launch gap. One kernel
 // over several SMs with one barrier keeps both small (16K pairs on 32 CTAs:
-// 10.6 us as the only kernel of a graph, 7.8 us each in a graph of 20). No
-// atomics decide an order, so the output is deterministic and equals the
-// CPU plan:
+// 6.6 us per plan in a graph of 8 plans, 0.9 us of it the launch of an empty
+// kernel). No atomics decide an order, so the output is deterministic and
+// equals the CPU plan:
 //   1. Each warp owns a contiguous range of 32-pair chunks, each CTA the
 //      union of its warps' ranges, in pair order. A warp validates its pairs
 //      and counts them per expert. Equal experts of a chunk are found with
@@ -16,10 +16,10 @@
 //      word. A repeated expert within a token is a same-expert lane among the
 //      token's earlier lanes, plus (when k does not divide 32) up to k - 1
 //      shuffles into the previous chunk.
-//   2. Per expert, a scan down the warps' cursors (earlier warps first) gives
+//   2. Per expert, a scan over the warps' cursors (earlier warps first) gives
 //      each warp its first row within the CTA; the column total is the CTA's
 //      count, published with the CTA's first bad pair to global scratch.
-//   3. Grid barrier. Every CTA reads all CTAs' counts (E * CTAs ints, capped
+//   3. Grid barrier (one release add and one poll per CTA). Every CTA reads all CTAs' counts (E * CTAs ints, capped
 //      by the grid size policy), so every CTA knows the totals and its own
 //      rows before it: no second barrier, no look-back. The first bad pair is
 //      the minimum over the CTAs' ranges (they are in pair order); on bad ids
@@ -27,8 +27,9 @@
 //      and nothing else is written.
 //   4. One block scan over experts of (rows, jobs) packed in 64 bits gives
 //      offsets and each expert's first job; CTA 0 writes the per-expert
-//      arrays, and the jobs are spread over all threads of the grid (a
-//      binary search over the job offsets finds a job's expert). Light
+//      arrays, and the jobs are spread over the grid from each CTA's last
+//      threads, which step 5 leaves idle where it can (a binary search over
+//      the job offsets finds a job's expert). Light
 //      experts (light_max_rows, plan.hpp) are counted by one ballot per
 //      warp beside that scan; their jobs go last, in expert order, through
 //      a shared list of them.
@@ -36,11 +37,17 @@
 //      offsets[e] + (earlier CTAs' e-pairs) + (earlier warps' e-pairs)
 //      + (its own earlier e-pairs), which is the stable order by pair index.
 // With one CTA, steps 2-3 stay in shared memory and there is no barrier.
+// Each phase runs once per launch on a few hundred pairs per CTA, so what
+// it costs is its latency chain and the instructions its warps issue: the
+// phases over experts run on the warps that hold one, and the host computes
+// the geometry (PlanGeometry) so that the kernel divides once. Timeline per
+// phase (H200, T = 2048): bench/results/ncu/2026-12-01-plan-timeline.sh.
 #include <cuda/atomic>
 
 #include "cuda/check.hpp"
 #include "cuda/launch.hpp"
 #include "cuda/plan_kernels.cuh"
+#include "cuda/ptx/sync.cuh"
 #include "cuda/scheduler.cuh"
 
 namespace nvfp4moe::cuda {
@@ -48,33 +55,31 @@ namespace {
 
 constexpr uint32_t kFullMask = 0xFFFFFFFFu;
 
-// The barrier's generation, read by thread 0 before it arrives.
-__device__ __forceinline__ uint32_t barrier_generation(GridBarrier* barrier) {
-  return ::cuda::atomic_ref<uint32_t, ::cuda::thread_scope_device>(barrier->generation)
-      .load(::cuda::memory_order_relaxed);
+// This launch's starting count of the barrier, read by thread 0 at any time
+// before it arrives: until every CTA has arrived the count lies in
+// [start, start + kGridBarrierSpan), start a multiple of the span.
+__device__ __forceinline__ uint32_t barrier_start(GridBarrier* barrier) {
+  return ::cuda::atomic_ref<uint32_t, ::cuda::thread_scope_device>(barrier->arrived)
+             .load(::cuda::memory_order_relaxed) &
+         ~(kGridBarrierSpan - 1);
 }
 
 // All CTAs of the grid wait here until every one has arrived; the stores each
 // CTA made before are then visible to all. It holds only when the whole grid
-// is resident, which the cooperative launch guarantees. gen: the generation
-// as thread 0 read it (barrier_generation) at any time before arriving; the
-// kernel reads it first thing, off the barrier's path. It cannot move until
-// this CTA has arrived.
-// NOTES: thread 0's release (the arrival) covers the CTA's stores because
-// __syncthreads orders them before it; the acquire (the last arrival, or the
-// wait) covers what follows the second __syncthreads. The last arrival resets
-// the counter before releasing the rest, so the next launch starts from zero.
-__device__ __forceinline__ void grid_barrier(GridBarrier* barrier, uint32_t gen) {
+// is resident, which the cooperative launch guarantees. start: barrier_start,
+// read first thing, off the barrier's path.
+// NOTES: one release add per CTA (no return value to wait for) and one
+// acquire poll: a fetch-add whose last arrival then stored a generation for
+// the others to see took two more trips to L2 (1.3 us from the last CTA's
+// arrival to all passing, H200 timeline). The release covers the CTA's
+// stores because __syncthreads orders them before it; the acquire covers
+// what follows the second __syncthreads.
+__device__ __forceinline__ void grid_barrier(GridBarrier* barrier, uint32_t start) {
   __syncthreads();
   if (threadIdx.x == 0) {
     ::cuda::atomic_ref<uint32_t, ::cuda::thread_scope_device> arrived(barrier->arrived);
-    ::cuda::atomic_ref<uint32_t, ::cuda::thread_scope_device> generation(barrier->generation);
-    if (arrived.fetch_add(1, ::cuda::memory_order_acq_rel) == gridDim.x - 1) {
-      arrived.store(0, ::cuda::memory_order_relaxed);
-      generation.store(gen + 1, ::cuda::memory_order_release);
-    } else {
-      while (generation.load(::cuda::memory_order_acquire) == gen) {
-      }
+    arrived.fetch_add(blockIdx.x == 0 ? kGridBarrierSpan + 1 - gridDim.x : 1, ::cuda::memory_order_release);
+    while (arrived.load(::cuda::memory_order_acquire) - start < kGridBarrierSpan) {
     }
   }
   __syncthreads();
@@ -82,8 +87,8 @@ __device__ __forceinline__ void grid_barrier(GridBarrier* barrier, uint32_t gen)
 
 // The lanes whose key equals this lane's, keys in [-1, 2^key_bits): one
 // ballot per key bit (and one for key >= 0), each lane keeping the lanes that
-// agree with it on every bit.
-__device__ __forceinline__ uint32_t lanes_with_same_key(int32_t key, int key_bits) {
+// agree with it on every bit. Not inlined: one copy serves steps 1 and 5.
+__device__ __noinline__ uint32_t lanes_with_same_key(int32_t key, int key_bits) {
   const uint32_t valid = __ballot_sync(kFullMask, key >= 0);
   uint32_t same = key >= 0 ? valid : ~valid;
 #pragma unroll 1
@@ -109,9 +114,12 @@ __device__ __forceinline__ bool repeats_in_previous_chunk(int32_t e, int32_t pre
   return repeat;
 }
 
-// Exclusive sum of one value per thread over the CTA, and the CTA's total.
-// warp_sums: kPlanWarps words of shared memory.
-__device__ __forceinline__ uint64_t block_exclusive_sum(uint64_t value, uint64_t* warp_sums, uint64_t* total) {
+// Exclusive sum of one value per thread over the first `warps` warps of the
+// CTA (the only ones that call it; they meet at named barrier kScanBarrier),
+// and their total. warp_sums: kPlanWarps words of shared memory.
+constexpr uint32_t kScanBarrier = 1;
+__device__ __forceinline__ uint64_t block_exclusive_sum(uint64_t value, int warps, uint64_t* warp_sums,
+                                                        uint64_t* total) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   uint64_t sum = value;
 #pragma unroll
@@ -120,9 +128,9 @@ __device__ __forceinline__ uint64_t block_exclusive_sum(uint64_t value, uint64_t
     if (lane >= d) sum += below;
   }
   if (lane == 31) warp_sums[warp] = sum;
-  __syncthreads();
+  ptx::named_barrier_sync(kScanBarrier, 32 * warps);
   if (warp == 0) {
-    uint64_t warp_sum = warp_sums[lane];
+    uint64_t warp_sum = lane < warps ? warp_sums[lane] : 0;
 #pragma unroll
     for (int d = 1; d < 32; d *= 2) {
       const uint64_t below = __shfl_up_sync(kFullMask, warp_sum, d);
@@ -130,24 +138,27 @@ __device__ __forceinline__ uint64_t block_exclusive_sum(uint64_t value, uint64_t
     }
     warp_sums[lane] = warp_sum;
   }
-  __syncthreads();
+  ptx::named_barrier_sync(kScanBarrier, 32 * warps);
   *total = warp_sums[kPlanWarps - 1];
   return (warp > 0 ? warp_sums[warp - 1] : 0) + sum - value;
 }
 
 }  // namespace
 
-// NOTES: code size is the cost to watch. Each phase runs once per launch, so
-// its instructions are fetched cold: a 60 KB build (unrolled chunk batches,
-// CUB's block scan) took 5.2 us from first to last instruction at T = 1 on
-// an H200, the 21 KB one 3.9 us. Loops over chunks and bits stay rolled.
+// NOTES: the cost to watch is the instructions the warps issue, not the code
+// size: fetching cold code is nearly free (33 KB of straight-line adds in one
+// warp: 1.24 us cold, 1.16 us warm, plan-timeline probe), but a phase that
+// all 32 warps run issues 32 copies of its instructions. A 60 KB build
+// (unrolled chunk batches, CUB's block scan) took 5.2 us from first to last
+// instruction at T = 1, the 21 KB one 3.9 us. Loops over chunks and bits stay
+// rolled.
 __global__ void __launch_bounds__(kPlanThreads, 1)
     build_plan_kernel(const int32_t* __restrict__ ids, int32_t num_tokens, int32_t top_k, int32_t num_experts,
-                      int32_t block_rows, int32_t light_max_rows, DevicePlan plan) {
+                      int32_t block_rows, int32_t light_max_rows, PlanGeometry geometry, DevicePlan plan) {
   static_assert(kPlanWarps == 32, "the block scan's second level is one warp");
   __shared__ uint64_t warp_sums[kPlanWarps];
   __shared__ int32_t warp_light[kPlanWarps];
-  __shared__ int32_t first_bad, max_count;
+  __shared__ int32_t first_bad, max_count, jobs_total;
   extern __shared__ int32_t smem[];
   const int32_t E = num_experts;
   int32_t* cursors = smem;                           // [E][kPlanCursorStride]: see steps 1, 2, 5
@@ -166,8 +177,7 @@ __global__ void __launch_bounds__(kPlanThreads, 1)
   // unsigned 32-bit: chunks < 2^26, and pair indices stepped past the last
   // one stay below 2^32.
   const uint32_t chunks = (uint32_t(pairs) + 31) / 32;
-  const uint32_t cta_chunks = (chunks + num_ctas - 1) / num_ctas;
-  const uint32_t warp_chunks = (cta_chunks + kPlanWarps - 1) / kPlanWarps;
+  const uint32_t cta_chunks = geometry.cta_chunks, warp_chunks = geometry.warp_chunks;
   const uint32_t cta_end = min(chunks, (cta + 1) * cta_chunks);
   const uint32_t warp_begin = min(cta_end, cta * cta_chunks + warp * warp_chunks);
   const uint32_t last = min(uint32_t(pairs), min(cta_end, warp_begin + warp_chunks) * 32);
@@ -175,13 +185,15 @@ __global__ void __launch_bounds__(kPlanThreads, 1)
   int32_t* my_cursors = cursors + warp;  // expert e at my_cursors[e * kPlanCursorStride]
 
   // Global loads first, so their latency hides behind clearing shared memory.
-  const int32_t slot_step = 32 % top_k;
+  const int32_t slot_step = geometry.slot_step;
   const bool straddles = top_k > 1 && slot_step != 0;  // a token may begin in the previous chunk
   int32_t prev = straddles && first > 0 && first < last ? ids[first - 32 + lane] : -1;
   const int32_t first_chunk = first + lane < last ? ids[first + lane] : -1;
-  const uint32_t gen = num_ctas > 1 && tid == 0 ? barrier_generation(plan.barrier) : 0;
+  const uint32_t barrier_from = num_ctas > 1 && tid == 0 ? barrier_start(plan.barrier) : 0;
 
+#pragma unroll 1
   for (int i = tid; i < E * kPlanCursorStride; i += kPlanThreads) cursors[i] = 0;
+#pragma unroll 1
   for (int i = tid; i < E; i += kPlanThreads) total[i] = first_row[i] = 0;
   if (tid == 0) {
     first_bad = INT32_MAX;
@@ -192,7 +204,7 @@ __global__ void __launch_bounds__(kPlanThreads, 1)
   // 1. Validate and count, chunk by chunk; the next chunk's ids are loaded
   // while this one is processed. The slot of a lane moves by 32 mod k per
   // chunk. The warp's first chunk stays in a register for step 5.
-  const int key_bits = E > 1 ? 32 - __clz(E - 1) : 0;
+  const int key_bits = geometry.key_bits;
   int32_t slot = int32_t((first + lane) % uint32_t(top_k));
   int32_t next = first_chunk;
   int32_t warp_bad = INT32_MAX;
@@ -224,50 +236,61 @@ __global__ void __launch_bounds__(kPlanThreads, 1)
   if (lane == 0 && warp_bad != INT32_MAX) atomicMin(&first_bad, warp_bad);
   __syncthreads();
 
-  // 2. Per expert, the warps' counts become their first rows within the CTA.
-  const int32_t counts_stride = int32_t(plan_counts_stride(E));
-  for (int e = tid; e < counts_stride; e += kPlanThreads) {
-    int32_t sum = 0;
-    if (e < E) {
-#pragma unroll 8
-      for (int w = 0; w < kPlanWarps; ++w) {
-        const int32_t n = cursors[e * kPlanCursorStride + w];
-        cursors[e * kPlanCursorStride + w] = sum;
-        sum += n;
-      }
+  // 2. Per expert, the warps' counts become their first rows within the CTA:
+  // with one CTA the totals, else this CTA's row of counts (the padding
+  // columns get 0). Eight lanes per expert, four warps' cursors each, and a
+  // scan over the eight: a serial walk down 32 cursors per expert was a
+  // chain of 32 shared loads.
+  const int32_t counts_stride = 4 << geometry.quad_bits;
+  int32_t* const counts_out = num_ctas == 1 ? total : plan.cta_counts + cta * counts_stride;
+  static_assert(kPlanWarps == 8 * 4, "eight lanes of four cursors per expert");
+#pragma unroll 1
+  for (int i = tid; i < ((8 * E + 31) & ~31); i += kPlanThreads) {
+    const int e = i / 8, w0 = 4 * (i % 8);
+    int32_t* const col = cursors + e * kPlanCursorStride + w0;
+    int32_t n[4] = {0, 0, 0, 0};
+    if (e < E) n[0] = col[0], n[1] = col[1], n[2] = col[2], n[3] = col[3];
+    const int32_t part = n[0] + n[1] + n[2] + n[3];
+    int32_t sum = part;  // inclusive over this expert's lanes up to this one
+#pragma unroll
+    for (int d = 1; d < 8; d *= 2) {
+      const int32_t below = __shfl_up_sync(kFullMask, sum, d, 8);
+      if (i % 8 >= d) sum += below;
     }
-    if (num_ctas == 1) {
-      if (e < E) total[e] = sum;
-    } else {
-      plan.cta_counts[cta * counts_stride + e] = sum;  // the padding columns get 0
+    if (e < E) {
+      const int32_t first = sum - part;
+      col[0] = first, col[1] = first + n[0], col[2] = first + n[0] + n[1], col[3] = first + n[0] + n[1] + n[2];
+      if (i % 8 == 7) counts_out[e] = sum;
     }
   }
+#pragma unroll 1
+  for (int e = E + tid; num_ctas > 1 && e < counts_stride; e += kPlanThreads) counts_out[e] = 0;
 
   // 3. Exchange counts and first bad pairs through global scratch.
   if (num_ctas > 1) {
     if (tid == 0) plan.cta_first_bad[cta] = first_bad;
-    grid_barrier(plan.barrier, gen);
+    grid_barrier(plan.barrier, barrier_from);
     // Rows of int4, `groups` CTAs' rows at a time; integer sums, so the
     // shared atomics cannot change the result. L2 loads (__ldcg): the rows
     // were written by other SMs.
     const int32_t other_bad = tid < int(num_ctas) ? __ldcg(plan.cta_first_bad + tid) : INT32_MAX;
-    const int quads = counts_stride / 4, groups = kPlanThreads / quads;
-    if (tid < groups * quads) {
-      const int q = tid % quads;
-      int4 all = {0, 0, 0, 0}, before = {0, 0, 0, 0};
-#pragma unroll 4
-      for (uint32_t c = tid / quads; c < num_ctas; c += groups) {
-        const int4 n = __ldcg(reinterpret_cast<const int4*>(plan.cta_counts + c * counts_stride) + q);
-        all.x += n.x, all.y += n.y, all.z += n.z, all.w += n.w;
-        if (c < cta) before.x += n.x, before.y += n.y, before.z += n.z, before.w += n.w;
-      }
-      const int32_t alls[4] = {all.x, all.y, all.z, all.w}, befores[4] = {before.x, before.y, before.z, before.w};
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const int e = 4 * q + i;
-        if (e < E && alls[i] != 0) atomicAdd(&total[e], alls[i]);
-        if (e < E && befores[i] != 0) atomicAdd(&first_row[e], befores[i]);
-      }
+    // quads <= 256 <= kPlanThreads, so every thread has a quad.
+    const int q = tid & ((1 << geometry.quad_bits) - 1);
+    int4 all = {0, 0, 0, 0}, before = {0, 0, 0, 0};
+#pragma unroll 1
+    for (uint32_t c = tid >> geometry.quad_bits; c < num_ctas; c += kPlanThreads >> geometry.quad_bits) {
+      const int4 n = __ldcg(reinterpret_cast<const int4*>(plan.cta_counts + c * counts_stride) + q);
+      all.x += n.x, all.y += n.y, all.z += n.z, all.w += n.w;
+      if (c < cta) before.x += n.x, before.y += n.y, before.z += n.z, before.w += n.w;
+    }
+    // Unconditional adds (of 0 too): fewer instructions than a test each.
+    if (4 * q < E) {
+      int32_t* const t = total + 4 * q;
+      int32_t* const f = first_row + 4 * q;
+      atomicAdd(t, all.x), atomicAdd(f, before.x);
+      if (4 * q + 1 < E) atomicAdd(t + 1, all.y), atomicAdd(f + 1, before.y);
+      if (4 * q + 2 < E) atomicAdd(t + 2, all.z), atomicAdd(f + 2, before.z);
+      if (4 * q + 3 < E) atomicAdd(t + 3, all.w), atomicAdd(f + 3, before.w);
     }
     if (other_bad != INT32_MAX) atomicMin(&first_bad, other_bad);
   }
@@ -296,9 +319,11 @@ __global__ void __launch_bounds__(kPlanThreads, 1)
   // word (their sum is T*k < 2^31, no carry), jobs in the high word. A light
   // expert has one job (light_max_rows <= block_rows) and no place in the
   // scan's jobs; the warps' ballots of light experts are summed beside it
-  // (block_exclusive_sum's barriers publish warp_light).
-  int32_t num_light = 0;
-  {
+  // (block_exclusive_sum's barriers publish warp_light). Only the warps that
+  // hold an expert run it: the phase is issue-bound, and the others would
+  // issue the same instructions for nothing.
+  const int scan_warps = (E + 31) / 32;
+  if (warp < scan_warps) {
     const int e = tid;
     const int32_t n = e < E ? total[e] : 0;
     const bool light = n > 0 && n <= light_max_rows;
@@ -306,10 +331,10 @@ __global__ void __launch_bounds__(kPlanThreads, 1)
     if (lane == 0) warp_light[warp] = __popc(light_lanes);
     const int32_t tiles = light ? 0 : n / block_rows + (n % block_rows != 0);
     uint64_t all = 0;
-    const uint64_t before = block_exclusive_sum((uint64_t(tiles) << 32) | uint32_t(n), warp_sums, &all);
+    const uint64_t before = block_exclusive_sum((uint64_t(tiles) << 32) | uint32_t(n), scan_warps, warp_sums, &all);
     const int32_t row0 = int32_t(uint32_t(before)), job0 = int32_t(before >> 32);
-    const int32_t light_count = warp_light[lane];
-    num_light = __reduce_add_sync(kFullMask, light_count);
+    const int32_t light_count = lane < scan_warps ? warp_light[lane] : 0;
+    const int32_t num_light = __reduce_add_sync(kFullMask, light_count);
     const int32_t light_before =
         __reduce_add_sync(kFullMask, lane < warp ? light_count : 0) + __popc(light_lanes & lanes_below);
     if (e < E) {
@@ -322,12 +347,15 @@ __global__ void __launch_bounds__(kPlanThreads, 1)
         plan.offsets[e] = row0;
       }
     }
-    if (tid == 0) job_begin[E] = int32_t(all >> 32);
+    if (tid == 0) {
+      job_begin[E] = int32_t(all >> 32);
+      jobs_total = int32_t(all >> 32) + num_light;
+    }
     const int32_t warp_max = __reduce_max_sync(kFullMask, n);
     if (cta == 0 && lane == 0) atomicMax(&max_count, warp_max);
   }
   __syncthreads();
-  const uint32_t light_begin = uint32_t(job_begin[E]), num_jobs = light_begin + uint32_t(num_light);
+  const uint32_t light_begin = uint32_t(job_begin[E]), num_jobs = uint32_t(jobs_total);
   if (cta == 0 && tid == 0) {
     plan.offsets[E] = pairs;
     *plan.num_jobs = int32_t(num_jobs);
@@ -339,23 +367,28 @@ __global__ void __launch_bounds__(kPlanThreads, 1)
   // Jobs, spread over the grid. Expert of job j < light_begin: the last e
   // with job_begin[e] <= j (an empty or light expert shares its job_begin
   // with the next); past it, the light experts in order.
+  // One path for both kinds (a light expert's rows fit one job), and a
+  // search of fixed power-of-two steps (at least one, so that ptxas keeps one
+  // copy of the loop). The jobs go to the
+  // CTA's last threads first: step 5 runs on its first warps, so where a
+  // CTA's range leaves warps idle the jobs and the scatter overlap.
+  const int search_from = 1 << max(geometry.key_bits - 1, 0);
 #pragma unroll 1
-  for (uint32_t j = cta * kPlanThreads + tid; j < num_jobs; j += num_ctas * kPlanThreads) {
+  for (uint32_t j = cta * kPlanThreads + (kPlanThreads - 1 - tid); j < num_jobs; j += num_ctas * kPlanThreads) {
+    int32_t e = 0, done = 0;
     if (j >= light_begin) {
-      const int32_t e = light_list[j - light_begin];
-      plan.jobs[j] = {e, offsets[e], total[e], tile_rows_for(total[e], block_rows)};
-      continue;
-    }
-    int lo = 0, hi = E;  // job_begin[lo] <= j < job_begin[hi]
+      e = light_list[j - light_begin];
+    } else {
+      int step = search_from;
 #pragma unroll 1
-    while (hi - lo > 1) {
-      const int mid = (lo + hi) / 2;
-      if (uint32_t(job_begin[mid]) <= j) lo = mid;
-      else hi = mid;
+      do {
+        if (e + step < E && uint32_t(job_begin[e + step]) <= j) e += step;
+        step >>= 1;
+      } while (step > 0);
+      done = (int32_t(j) - job_begin[e]) * block_rows;
     }
-    const int32_t done = (int32_t(j) - job_begin[lo]) * block_rows;
-    const int32_t rows = min(block_rows, total[lo] - done);
-    plan.jobs[j] = {lo, offsets[lo] + done, rows, tile_rows_for(rows, block_rows)};
+    const int32_t rows = min(block_rows, total[e] - done);
+    plan.jobs[j] = {e, offsets[e] + done, rows, tile_rows_for(rows, block_rows)};
   }
 
   // 5. Stable scatter, each warp over its own range again (from its first
@@ -389,6 +422,7 @@ Status launch_build_plan(const int32_t* ids, int64_t num_tokens, int64_t top_k, 
     return make_status(StatusCode::kOutOfRange, "num_experts = ", num_experts, " exceeds the plan kernel's ",
                        kPlanThreads);
   const int ctas = plan_grid_ctas(num_tokens * top_k, num_experts, plan.max_ctas);
+  const PlanGeometry geometry = plan_geometry(num_tokens * top_k, top_k, num_experts, ctas);
   const size_t smem = plan_smem_bytes(num_experts);
   NVFP4MOE_CUDA_TRY(cudaFuncSetAttribute(build_plan_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   // Cooperative: the driver refuses the launch rather than let the grid
@@ -398,7 +432,7 @@ Status launch_build_plan(const int32_t* ids, int64_t num_tokens, int64_t top_k, 
   cooperative.val.cooperative = 1;
   NVFP4MOE_CUDA_TRY(launch_kernel_with(build_plan_kernel, dim3(unsigned(ctas)), dim3(kPlanThreads), smem, stream,
                                        ctas > 1 ? &cooperative : nullptr, ids, int32_t(num_tokens), int32_t(top_k),
-                                       int32_t(num_experts), block_rows, light_max_rows, plan));
+                                       int32_t(num_experts), block_rows, light_max_rows, geometry, plan));
   NVFP4MOE_CUDA_CHECK_LAUNCH("build_plan_kernel");
   return ok_status();
 }

@@ -19,11 +19,14 @@ struct PlanStatus {
 enum PlanError : int32_t { kPlanOk = 0, kPlanIdOutOfRange = 1, kPlanDuplicateId = 2 };
 
 // The plan kernel's grid barrier. Zeroed once when allocated; every launch
-// leaves `arrived` at 0 again and advances `generation`, so no host memset is
-// needed between launches (or graph replays).
+// adds exactly kGridBarrierSpan to `arrived` (CTA 0 adds the span less the
+// other CTAs' ones), so a launch finds it at a multiple of the span until all
+// its CTAs have arrived, and no host memset is needed between launches (or
+// graph replays). The span divides 2^32, so the count may wrap.
+inline constexpr uint32_t kGridBarrierSpan = 1024;  // >= the plan's CTAs (plan_grid_ctas)
 struct GridBarrier {
   uint32_t arrived;
-  uint32_t generation;
+  uint32_t unused;
 };
 
 struct DevicePlan {
@@ -49,6 +52,7 @@ inline int64_t max_jobs(int64_t pairs, int64_t num_experts, int64_t block_rows) 
 
 inline constexpr int kPlanThreads = 1024;
 inline constexpr int kPlanWarps = kPlanThreads / 32;
+static_assert(kGridBarrierSpan >= uint32_t(kPlanThreads), "plan_grid_ctas allows up to kPlanThreads CTAs");
 // Grid size policy, from a sweep on an H200 (one plan per CUDA graph, E =
 // 128, k = 8; an empty kernel measures 3.0 us this way, and this kernel's
 // fixed cost, barrier and exchange of counts included, is most of the rest).
@@ -72,8 +76,37 @@ inline int plan_grid_ctas(int64_t pairs, int64_t num_experts, int max_ctas) {
   return int(std::min<int64_t>({by_pairs, by_exchange, int64_t(max_ctas), kPlanThreads}));
 }
 
-// Row stride of cta_counts: a multiple of 4 so that rows are read as int4.
-__host__ __device__ inline int64_t plan_counts_stride(int64_t num_experts) { return (num_experts + 3) / 4 * 4; }
+// Row stride of cta_counts: a power of two of at least 4, so that rows are
+// read as int4 and a thread finds its int4 by shifts.
+inline int plan_counts_quad_bits(int64_t num_experts) {
+  int bits = 0;
+  while ((int64_t(4) << bits) < num_experts) ++bits;
+  return bits;
+}
+inline int64_t plan_counts_stride(int64_t num_experts) { return int64_t(4) << plan_counts_quad_bits(num_experts); }
+
+// Where each CTA and warp starts, computed on the host so that the kernel
+// divides only once (a division is ~20 instructions, and every instruction
+// of this kernel is fetched cold: see build_plan_kernel's NOTES).
+struct PlanGeometry {
+  uint32_t cta_chunks;   // 32-pair chunks per CTA (the last CTA may have fewer)
+  uint32_t warp_chunks;  // per warp of a CTA
+  int32_t slot_step;     // 32 % top_k: how far a lane's slot moves per chunk
+  int32_t key_bits;      // bits of the largest expert id
+  int32_t quad_bits;     // log2 of the int4 quads per cta_counts row (plan_counts_stride)
+};
+
+inline PlanGeometry plan_geometry(int64_t pairs, int64_t top_k, int64_t num_experts, int ctas) {
+  const uint32_t chunks = uint32_t((pairs + 31) / 32);
+  PlanGeometry g;
+  g.cta_chunks = (chunks + uint32_t(ctas) - 1) / uint32_t(ctas);
+  g.warp_chunks = (g.cta_chunks + kPlanWarps - 1) / kPlanWarps;
+  g.slot_step = int32_t(32 % top_k);
+  g.key_bits = 0;
+  while ((int64_t(1) << g.key_bits) < num_experts) ++g.key_bits;
+  g.quad_bits = plan_counts_quad_bits(num_experts);
+  return g;
+}
 
 // Dynamic shared memory of one CTA: per expert, one cursor per warp (padded
 // to kPlanWarps + 1 so the warps' columns fall in different banks), then the
@@ -85,6 +118,7 @@ inline size_t plan_smem_bytes(int64_t num_experts) {
 }
 
 __global__ void build_plan_kernel(const int32_t* ids, int32_t num_tokens, int32_t top_k, int32_t num_experts,
-                                  int32_t block_rows, int32_t light_max_rows, DevicePlan plan);
+                                  int32_t block_rows, int32_t light_max_rows, PlanGeometry geometry,
+                                  DevicePlan plan);
 
 }  // namespace nvfp4moe::cuda

@@ -2,6 +2,7 @@
 // needed. Each worked example in the comments is checked here.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <random>
 #include <string>
@@ -82,6 +83,41 @@ TEST(CudaHostPolicy, LightExpertsFromLargeBatchesOverManyExperts) {
   ASSERT_EQ(0, setenv("NVFP4MOE_EXPERT_CLASSES", "0", 1));
   EXPECT_EQ(0, light(2048, 8, 128).light_max_rows);
   ASSERT_EQ(0, unsetenv("NVFP4MOE_EXPERT_CLASSES"));
+}
+
+// The plan kernel's geometry, computed on the host: the worked example of
+// plan_grid_ctas (T = 2048, k = 8, E = 128: 32 CTAs of 16 chunks, one chunk
+// per warp), then for other shapes the CTAs' and warps' ranges cover every
+// 32-pair chunk (the last CTAs may get none: 3126 chunks on 132 CTAs of 24,
+// which the kernel's seam test runs), key_bits holds the largest id, and a
+// counts row is a power of two of at least 4 and E, below twice that.
+TEST(CudaHostPolicy, PlanGeometryCoversEveryChunk) {
+  const cuda::PlanGeometry g = cuda::plan_geometry(16384, 8, 128, cuda::plan_grid_ctas(16384, 128, 132));
+  EXPECT_EQ(16u, g.cta_chunks);
+  EXPECT_EQ(1u, g.warp_chunks);
+  EXPECT_EQ(0, g.slot_step);
+  EXPECT_EQ(7, g.key_bits);
+  EXPECT_EQ(5, g.quad_bits);
+  struct Shape { int64_t pairs, k, E; };
+  for (const Shape& sh : {Shape{1, 1, 1}, Shape{24, 8, 256}, Shape{2049, 1, 8}, Shape{4098, 3, 10}, Shape{21007, 7, 101},
+                          Shape{32000, 32, 1024}, Shape{60000, 3, 5}, Shape{int64_t(1) << 20, 8, 128},
+                          Shape{100002, 2, 16}}) {
+    SCOPED_TRACE(::testing::Message() << "pairs=" << sh.pairs << " k=" << sh.k << " E=" << sh.E);
+    const int ctas = cuda::plan_grid_ctas(sh.pairs, sh.E, 132);
+    ASSERT_LE(uint32_t(ctas), cuda::kGridBarrierSpan);
+    const cuda::PlanGeometry s = cuda::plan_geometry(sh.pairs, sh.k, sh.E, ctas);
+    const int64_t chunks = (sh.pairs + 31) / 32;
+    EXPECT_GE(int64_t(s.cta_chunks) * ctas, chunks);
+    EXPECT_LT(int64_t(s.cta_chunks - 1) * ctas, chunks);  // no smaller range would do
+    EXPECT_GE(int64_t(s.warp_chunks) * cuda::kPlanWarps, int64_t(s.cta_chunks));
+    EXPECT_EQ(s.slot_step, int32_t(32 % sh.k));
+    EXPECT_GE(int64_t(1) << s.key_bits, sh.E);
+    if (s.key_bits > 0) EXPECT_LT(int64_t(1) << (s.key_bits - 1), sh.E);
+    const int64_t stride = cuda::plan_counts_stride(sh.E), least = std::max<int64_t>(sh.E, 4);
+    EXPECT_EQ(stride, int64_t(4) << s.quad_bits);
+    EXPECT_GE(stride, least);
+    EXPECT_LT(stride, 2 * least);
+  }
 }
 
 // Each class's jobs bound holds for the CPU plan with light experts (the
