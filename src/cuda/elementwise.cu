@@ -24,7 +24,8 @@ uint32_t blocks_for(int64_t n) { return uint32_t(std::min<int64_t>((n + kThreads
 // aligned (the op checks x; y is the workspace). NOTES: one element per
 // thread (4-byte loads, 2-byte stores) took ~36 us for qwen3 down's F32
 // per-slot rows at T = 2048 (75 MB moved), 21% of the op.
-__global__ void f32_to_bf16_kernel(const float* x, uint16_t* y, int64_t n) {
+__global__ void f32_to_bf16_kernel(const float* x, uint16_t* y, int64_t n, bool next_overlaps) {
+  if (next_overlaps) ptx::launch_dependents();
   const int64_t vectors = n / 8, stride = int64_t(gridDim.x) * blockDim.x;
   for (int64_t v = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; v < vectors; v += stride) {
     const float4 a = reinterpret_cast<const float4*>(x)[2 * v], b = reinterpret_cast<const float4*>(x)[2 * v + 1];
@@ -96,9 +97,9 @@ __global__ void swiglu_pairs_kernel(const float* gate_up, int64_t pairs, int64_t
 
 }  // namespace
 
-Status launch_f32_to_bf16(const float* x, uint16_t* y, int64_t n, cudaStream_t stream) {
+Status launch_f32_to_bf16(const float* x, uint16_t* y, int64_t n, cudaStream_t stream, bool next_overlaps) {
   if (n == 0) return ok_status();
-  f32_to_bf16_kernel<<<blocks_for((n + 7) / 8), kThreads, 0, stream>>>(x, y, n);
+  f32_to_bf16_kernel<<<blocks_for((n + 7) / 8), kThreads, 0, stream>>>(x, y, n, next_overlaps);
   NVFP4MOE_CUDA_CHECK_LAUNCH("f32_to_bf16_kernel");
   return ok_status();
 }

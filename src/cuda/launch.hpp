@@ -195,6 +195,19 @@ inline bool use_weight_streamer(int64_t num_tokens, int64_t n, int64_t k) {
 inline bool layer_uses_weight_streamer(int64_t num_tokens, int64_t hidden, int64_t ffn) {
   return use_weight_streamer(num_tokens, 2 * ffn, hidden) && use_weight_streamer(num_tokens, hidden, ffn);
 }
+// F32 activations for a streamer over T tokens: from T = 2 a conversion
+// kernel writes them as BF16 rows first and the streamer overlaps it (it
+// waits only before it stages x); at T = 1 the streamer's consumers load
+// the one F32 row themselves, every load in flight at once, and round it as
+// they stage it. NOTES: H200 A/B at a1a520d (bench/results/
+// 2026-12-01-h200-ab-f32-convert-before-streamer.json, gate_up, down and
+// layer of the four presets, in a graph): geomean 1.010x at T = 2, 1.029x
+// at T = 4 (up to 1.069x: staged in the streamer, 2-4 columns of F32 take
+// up to 7 rounds of loads where BF16 rows take one), 0.97-0.99x on the
+// shapes whose F32 rows took one round (qwen3 at T = 2, deepseek's down);
+// converting at T = 1 too ran 0.91-0.98x on all but gpt-oss (the launch and
+// the wait cost more than the round of loads they save).
+inline bool streamer_converts_f32(int64_t num_tokens) { return num_tokens >= 2; }
 // Chunks (64-row blocks of N) per CTA: two for SwiGLU (a gate block and
 // its up block), and where K is at most kStreamTwoChunkMaxK (and N holds
 // whole pairs of blocks), so that each CTA's fixed cost (the ids, the first
@@ -260,7 +273,10 @@ Status launch_build_plan(const int32_t* ids, int64_t num_tokens, int64_t top_k, 
                          int32_t block_rows, int32_t light_max_rows, const DevicePlan& plan, cudaStream_t stream);
 
 // x (F32) -> BF16, n elements.
-Status launch_f32_to_bf16(const float* x, uint16_t* y, int64_t n, cudaStream_t stream);
+// next_overlaps: the next kernel is launched to overlap this one
+// (LaunchOrder::kOverlapPrevious) and waits for its output; this kernel then
+// lets it be scheduled at once.
+Status launch_f32_to_bf16(const float* x, uint16_t* y, int64_t n, cudaStream_t stream, bool next_overlaps = false);
 // out[t][:] = sum_j y[t*k + j][:] in slot order (deterministic), F32.
 // Writes nothing when *status holds an error (bad ids: y was never written).
 // With kOverlapPrevious it waits before anything else.

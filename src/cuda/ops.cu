@@ -455,16 +455,37 @@ Status check_weights_arg(const DeviceExpertWeights* w, const char* name) {
 }
 
 // Converts F32 activations to BF16 in the workspace; BF16 passes through.
+// next_overlaps: the kernel that reads them will be launched to overlap the
+// conversion, which then lets it be scheduled at once.
 Status activations_bf16(Context::Impl& m, const void* x, DType dtype, int64_t elems, cudaStream_t stream,
-                        const uint16_t** out) {
+                        const uint16_t** out, bool next_overlaps = false) {
   if (dtype == DType::kBF16) {
     *out = static_cast<const uint16_t*>(x);
     return ok_status();
   }
   if (dtype != DType::kF32) return invalid_argument("x_dtype = ", int(dtype), " is not F32 or BF16");
   NVFP4MOE_RETURN_IF_ERROR(m.grow(&m.x_bf16, sizeof(uint16_t) * elems, stream, "x_bf16"));
-  NVFP4MOE_RETURN_IF_ERROR(launch_f32_to_bf16(static_cast<const float*>(x), m.x_bf16.as<uint16_t>(), elems, stream));
+  NVFP4MOE_RETURN_IF_ERROR(
+      launch_f32_to_bf16(static_cast<const float*>(x), m.x_bf16.as<uint16_t>(), elems, stream, next_overlaps));
   *out = m.x_bf16.as<uint16_t>();
+  return ok_status();
+}
+
+// The activations of a weight streamer over T tokens (elems values): one
+// F32 row as it is at T = 1, else BF16 rows, F32 ones converted first by a
+// kernel that the streamer overlaps (streamer_converts_f32, launch.hpp): the
+// streamer checks the ids and streams its weights before it waits to stage
+// x. Sets p->x or p->x_f32, and the streamer's launch order.
+Status streamer_activations(Context::Impl& m, const void* x, DType dtype, int64_t num_tokens, int64_t elems,
+                            cudaStream_t stream, GemmParams* p, LaunchOrder* order) {
+  *order = LaunchOrder::kAfterPrevious;
+  if (dtype == DType::kF32 && !streamer_converts_f32(num_tokens)) {
+    p->x_f32 = static_cast<const float*>(x);
+    return ok_status();
+  }
+  const bool converts = dtype == DType::kF32;
+  NVFP4MOE_RETURN_IF_ERROR(activations_bf16(m, x, dtype, elems, stream, &p->x, converts));
+  if (converts) *order = LaunchOrder::kOverlapPrevious;
   return ok_status();
 }
 
@@ -513,17 +534,13 @@ Status gemm_params(Context::Impl& m, const DeviceExpertWeights& w, Schedule sche
 // `set` picks its K-split workspace (Context::Impl::kStreamFirst /
 // kStreamSecond).
 Status streamer_params(Context::Impl& m, const DeviceExpertWeights& w, const int32_t* ids, int64_t num_tokens,
-                       int64_t top_k, const void* x, DType x_dtype, int set, cudaStream_t stream, GemmParams* out) {
-  if (x_dtype != DType::kF32 && x_dtype != DType::kBF16)
-    return invalid_argument("x_dtype = ", int(x_dtype), " is not F32 or BF16");
+                       int64_t top_k, int set, cudaStream_t stream, GemmParams* out) {
   GemmParams& p = *out;
   p = weight_params(w);
   p.top_k = int32_t(top_k);
   p.ids = ids;
   p.num_tokens = int32_t(num_tokens);
   p.status = m.plan().status;
-  if (x_dtype == DType::kF32) p.x_f32 = static_cast<const float*>(x);
-  else p.x = static_cast<const uint16_t*>(x);
   m.status_experts = w.num_experts;
   p.stream_splits = choose_stream_splits(num_tokens, w.cols);
   if (p.stream_splits > 1) {
@@ -563,23 +580,26 @@ Status mul_mat_id(Context& ctx, const CudaMulMatIdArgs& a, Stream stream) {
   NVFP4MOE_RETURN_IF_ERROR(check_aligned(a.y, 16, "y"));
   NVFP4MOE_RETURN_IF_ERROR(check_aligned(a.ids, 4, "ids"));
   Context::Impl& m = *ctx.impl();
+  const int64_t x_rows = a.x_per_slot ? a.num_tokens * a.top_k : a.num_tokens;
   if (use_weight_streamer(a.num_tokens, w.rows, w.cols)) {
     // Decode sizes: both schedules are this one kernel (no tiles to schedule).
     GemmParams p;
-    NVFP4MOE_RETURN_IF_ERROR(streamer_params(m, w, a.ids, a.num_tokens, a.top_k, a.x, a.x_dtype,
-                                             Context::Impl::kStreamFirst, stream, &p));
+    LaunchOrder order = LaunchOrder::kAfterPrevious;
+    NVFP4MOE_RETURN_IF_ERROR(
+        streamer_params(m, w, a.ids, a.num_tokens, a.top_k, Context::Impl::kStreamFirst, stream, &p));
+    NVFP4MOE_RETURN_IF_ERROR(
+        streamer_activations(m, a.x, a.x_dtype, a.num_tokens, x_rows * w.cols, stream, &p, &order));
     p.x_stride = w.cols;
     p.x_map = a.x_per_slot ? RowMap::kPair : RowMap::kToken;
     p.y = a.y;
     p.y_dtype = a.y_dtype;
     p.y_stride = w.rows;
     p.y_map = RowMap::kPair;
-    return launch_weight_streamer(p, m.num_sms, stream, LaunchOrder::kAfterPrevious);
+    return launch_weight_streamer(p, m.num_sms, stream, order);
   }
   const PlanOptions tiles = choose_plan_options(a.num_tokens, a.top_k, w.num_experts);
   const int32_t block_t = tiles.block_rows;
   NVFP4MOE_RETURN_IF_ERROR(build_plan(ctx, a.ids, a.num_tokens, a.top_k, w.num_experts, tiles, stream));
-  const int64_t x_rows = a.x_per_slot ? a.num_tokens * a.top_k : a.num_tokens;
   const uint16_t* x = nullptr;
   NVFP4MOE_RETURN_IF_ERROR(activations_bf16(m, a.x, a.x_dtype, x_rows * w.cols, stream, &x));
   GemmParams p;
@@ -617,8 +637,9 @@ Status moe_layer(Context& ctx, const CudaMoeLayerArgs& a, Stream stream) {
     // down overlaps gate_up: its CTAs check the ids and stream their weights
     // into shared memory while gate_up runs, and wait for h only.
     GemmParams gu, down;
-    NVFP4MOE_RETURN_IF_ERROR(streamer_params(m, L.gate_up, a.ids, T, k, a.x, a.x_dtype,
-                                             Context::Impl::kStreamFirst, stream, &gu));
+    LaunchOrder gu_order = LaunchOrder::kAfterPrevious;
+    NVFP4MOE_RETURN_IF_ERROR(streamer_params(m, L.gate_up, a.ids, T, k, Context::Impl::kStreamFirst, stream, &gu));
+    NVFP4MOE_RETURN_IF_ERROR(streamer_activations(m, a.x, a.x_dtype, T, T * H, stream, &gu, &gu_order));
     gu.x_stride = H;
     gu.x_map = RowMap::kToken;
     gu.y = m.h_bf16.get();
@@ -629,9 +650,9 @@ Status moe_layer(Context& ctx, const CudaMoeLayerArgs& a, Stream stream) {
     gu.act = L.act;
     const bool down_overlaps = streamer_overlap_pays(H, F, T, k, m.num_sms);
     gu.next_overlaps = down_overlaps;
-    NVFP4MOE_RETURN_IF_ERROR(launch_weight_streamer(gu, m.num_sms, stream, LaunchOrder::kAfterPrevious));
-    NVFP4MOE_RETURN_IF_ERROR(streamer_params(m, L.down, a.ids, T, k, m.h_bf16.get(), DType::kBF16,
-                                             Context::Impl::kStreamSecond, stream, &down));
+    NVFP4MOE_RETURN_IF_ERROR(launch_weight_streamer(gu, m.num_sms, stream, gu_order));
+    NVFP4MOE_RETURN_IF_ERROR(streamer_params(m, L.down, a.ids, T, k, Context::Impl::kStreamSecond, stream, &down));
+    down.x = m.h_bf16.as<uint16_t>();
     down.x_stride = F;
     down.x_map = RowMap::kPair;
     down.y = m.y_f32.get();

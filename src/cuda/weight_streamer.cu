@@ -18,13 +18,10 @@
 // along N (16 weight rows each: the sm90 fragment layout is one warp's mma
 // A fragment) times the rest along K (K blocks dealt round robin inside each
 // stage). The expert's activation rows are staged once in shared memory as
-// BF16 B fragments (one LDS.64 per k16 step, zeros past its rows); BF16 x
-// by cp.async, all in flight at once, F32 x through registers with every
-// column's loads in flight before the stores. NOTES: staged through
-// registers one column and L2 round trip at a time, BF16 x at T = 2-4 ran
-// 1.07-1.24x slower (bench/results/2026-12-01-h200-ab-stream-x-cp-async.json)
-// and F32 x 1.02-1.16x slower at T = 1-4 and 1.13-1.28x on qwen3 at T = 8
-// (…-ab-ring-refill-fence-f32-staging.json).
+// BF16 B fragments (one LDS.64 per k16 step, zeros past its rows): BF16 x
+// by cp.async, all in flight at once; F32 x (as ggml passes it) at T = 1
+// through registers, and from T = 2 converted to BF16 by a kernel that the
+// streamer overlaps (streamer_converts_f32, launch.hpp).
 // The K partial sums meet in shared memory and are added in warp order,
 // then the shared epilogue (alpha, SwiGLU on gate/up chunk pairs, router
 // weight, F32/BF16 store) writes the rows.
@@ -120,58 +117,54 @@ template <int kCols>
 __device__ __forceinline__ void stage_b_fragments(const GemmParams& p, const int32_t* pair_of, int32_t num_rows,
                                                   int32_t k0, int32_t k_len, uint32_t* xs) {
   const int32_t half_k = k_len / 2;
-  if (p.x) {
-    // BF16: 4-byte asynchronous copies straight into fragment order, every
-    // column's words in flight at once. The register loop below waits one
-    // L2 round trip per column and batch of 8 words (at T = 4 four to eight
-    // in a row, while the producer's ring sits full).
-    for (int32_t n = 0; n < kCols; ++n) {
-      const bool real = n < num_rows;
-      const uint16_t* xb = real ? p.x + pair_row(p.x_map, pair_of[n], p.top_k) * p.x_stride + k0 : nullptr;
-      for (int32_t j = threadIdx.x; j < half_k; j += kThreads) {
-        uint32_t* dst = xs + staged_word(j, n, kCols);
-        if (real) ptx::cp_async_4(dst, xb + 2 * j);
-        else *dst = 0u;
-      }
-    }
-    ptx::cp_async_wait_all();
-    return;
-  }
-  // F32: converted through registers, 8 float4 loads in flight per thread
-  // across all columns before their stores. NOTES: column by column, each
-  // column waited its own L2 round trip (T = 8: eight in a row); indices
-  // are never divided by K (ncu at 3d8f74f: the division of a flat index was
-  // the staging loop's hottest code).
-  constexpr int kPerCol = kCols >= 8 ? 1 : 8 / kCols;  // float4 loads per column and batch
-  const int32_t quarter_k = k_len / 4;
-  for (int32_t base = threadIdx.x; base < quarter_k; base += kPerCol * kThreads) {
-    uint32_t v[kCols][kPerCol][2];
+  if constexpr (kCols == 1) {
+    if (p.x_f32) {
+      // One F32 row (T = 1, streamer_converts_f32): rounded through
+      // registers, 8 float4 loads in flight per thread before the stores;
+      // indices are never divided by K (ncu at 3d8f74f: the division of a
+      // flat index was the staging loop's hottest code).
+      constexpr int kPerThread = 8;
+      const int32_t quarter_k = k_len / 4;
+      const float* xf = p.x_f32 + (num_rows > 0 ? pair_row(p.x_map, pair_of[0], p.top_k) * p.x_stride : 0) + k0;
+      for (int32_t base = threadIdx.x; base < quarter_k; base += kPerThread * kThreads) {
+        uint32_t v[kPerThread][2];
 #pragma unroll
-    for (int n = 0; n < kCols; ++n) {
-      const bool real = n < num_rows;
-      const float* xf = p.x_f32 + (real ? pair_row(p.x_map, pair_of[n], p.top_k) * p.x_stride : 0) + k0;
+        for (int u = 0; u < kPerThread; ++u) {
+          const int32_t i = base + u * kThreads;  // float4 i: words 2 i, 2 i + 1
+          v[u][0] = v[u][1] = 0u;
+          if (num_rows > 0 && i < quarter_k) {
+            const float4 f = *reinterpret_cast<const float4*>(xf + 4 * i);
+            v[u][0] = ptx::pack_bf16x2_rn(f.x, f.y);
+            v[u][1] = ptx::pack_bf16x2_rn(f.z, f.w);
+          }
+        }
 #pragma unroll
-      for (int u = 0; u < kPerCol; ++u) {
-        const int32_t i = base + u * kThreads;  // float4 i: words 2 i, 2 i + 1
-        v[n][u][0] = v[n][u][1] = 0u;
-        if (real && i < quarter_k) {
-          const float4 f = *reinterpret_cast<const float4*>(xf + 4 * i);
-          v[n][u][0] = ptx::pack_bf16x2_rn(f.x, f.y);
-          v[n][u][1] = ptx::pack_bf16x2_rn(f.z, f.w);
+        for (int u = 0; u < kPerThread; ++u) {
+          const int32_t i = base + u * kThreads;
+          if (i < quarter_k) {
+            xs[staged_word(2 * i, 0, kCols)] = v[u][0];
+            xs[staged_word(2 * i + 1, 0, kCols)] = v[u][1];
+          }
         }
       }
+      return;
     }
-#pragma unroll
-    for (int n = 0; n < kCols; ++n)
-#pragma unroll
-      for (int u = 0; u < kPerCol; ++u) {
-        const int32_t i = base + u * kThreads;
-        if (i < quarter_k) {
-          xs[staged_word(2 * i, n, kCols)] = v[n][u][0];
-          xs[staged_word(2 * i + 1, n, kCols)] = v[n][u][1];
-        }
-      }
   }
+  // BF16: 4-byte asynchronous copies straight into fragment order, every
+  // column's words in flight at once. NOTES: through registers, one L2
+  // round trip per column and batch of 8 words in a row (at T = 4 four to
+  // eight, while the producer's ring sits full), T = 2-4 ran 1.07-1.24x
+  // slower (bench/results/2026-12-01-h200-ab-stream-x-cp-async.json).
+  for (int32_t n = 0; n < kCols; ++n) {
+    const bool real = n < num_rows;
+    const uint16_t* xb = real ? p.x + pair_row(p.x_map, pair_of[n], p.top_k) * p.x_stride + k0 : nullptr;
+    for (int32_t j = threadIdx.x; j < half_k; j += kThreads) {
+      uint32_t* dst = xs + staged_word(j, n, kCols);
+      if (real) ptx::cp_async_4(dst, xb + 2 * j);
+      else *dst = 0u;
+    }
+  }
+  ptx::cp_async_wait_all();
 }
 
 // Producer: the CTA's weight slab, stage after stage, into the ring: k_blocks
@@ -499,7 +492,7 @@ Status launch_weight_streamer(const GemmParams& p, int num_sms, cudaStream_t str
   if (p.num_tokens < 1 || p.num_tokens > kStreamKernelMaxTokens || pairs > kThreads ||
       weight_streamer_staged_bytes(p.num_tokens, p.k) > kStreamMaxStagedBytes)
     return make_status(StatusCode::kInternal, "weight streamer called with T = ", p.num_tokens, ", k = ", p.top_k);
-  if (!p.ids || !p.status || (!p.x && !p.x_f32) || p.k_splits != 1 || p.y_map == RowMap::kCompact ||
+  if (!p.ids || !p.status || (!p.x && !p.x_f32) || (p.x_f32 && p.num_tokens != 1) || p.k_splits != 1 || p.y_map == RowMap::kCompact ||
       p.x_map == RowMap::kCompact)
     return make_status(StatusCode::kInternal, "weight streamer parameters are incomplete");
   if (p.epilogue == EpilogueKind::kSwiGLU && p.n % 128 != 0)

@@ -85,6 +85,13 @@ TEST(CudaHostPolicy, LightExpertsFromLargeBatchesOverManyExperts) {
   ASSERT_EQ(0, unsetenv("NVFP4MOE_EXPERT_CLASSES"));
 }
 
+// F32 activations: the streamer stages a single row itself and reads
+// converted BF16 rows from two tokens on (streamer_converts_f32).
+TEST(CudaHostPolicy, StreamerConvertsF32FromTwoTokens) {
+  EXPECT_FALSE(cuda::streamer_converts_f32(1));
+  for (int64_t T = 2; T <= cuda::kStreamKernelMaxTokens; ++T) EXPECT_TRUE(cuda::streamer_converts_f32(T)) << T;
+}
+
 // The plan kernel's geometry, computed on the host: the worked example of
 // plan_grid_ctas (T = 2048, k = 8, E = 128: 32 CTAs of 16 chunks, one chunk
 // per warp), then for other shapes the CTAs' and warps' ranges cover every
