@@ -47,7 +47,6 @@
 #include "cuda/check.hpp"
 #include "cuda/launch.hpp"
 #include "cuda/plan_kernels.cuh"
-#include "cuda/ptx/sync.cuh"
 #include "cuda/scheduler.cuh"
 
 namespace nvfp4moe::cuda {
@@ -115,20 +114,25 @@ __device__ __forceinline__ bool repeats_in_previous_chunk(int32_t e, int32_t pre
 }
 
 // Exclusive sum of one value per thread over the first `warps` warps of the
-// CTA (the only ones that call it; they meet at named barrier kScanBarrier),
-// and their total. warp_sums: kPlanWarps words of shared memory.
-constexpr uint32_t kScanBarrier = 1;
+// CTA, and their total. Every thread calls it (its barriers are the CTA's);
+// the other warps' values must be 0, and they skip the shuffles.
+// warp_sums: kPlanWarps words of shared memory.
+// NOTES: with the scanning warps alone at a named barrier, racecheck
+// reported the writes before the CTA barrier that follows as racing the
+// reads after it (compute-sanitizer at 331727e).
 __device__ __forceinline__ uint64_t block_exclusive_sum(uint64_t value, int warps, uint64_t* warp_sums,
                                                         uint64_t* total) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   uint64_t sum = value;
+  if (warp < warps) {
 #pragma unroll
-  for (int d = 1; d < 32; d *= 2) {
-    const uint64_t below = __shfl_up_sync(kFullMask, sum, d);
-    if (lane >= d) sum += below;
+    for (int d = 1; d < 32; d *= 2) {
+      const uint64_t below = __shfl_up_sync(kFullMask, sum, d);
+      if (lane >= d) sum += below;
+    }
+    if (lane == 31) warp_sums[warp] = sum;
   }
-  if (lane == 31) warp_sums[warp] = sum;
-  ptx::named_barrier_sync(kScanBarrier, 32 * warps);
+  __syncthreads();
   if (warp == 0) {
     uint64_t warp_sum = lane < warps ? warp_sums[lane] : 0;
 #pragma unroll
@@ -138,7 +142,7 @@ __device__ __forceinline__ uint64_t block_exclusive_sum(uint64_t value, int warp
     }
     warp_sums[lane] = warp_sum;
   }
-  ptx::named_barrier_sync(kScanBarrier, 32 * warps);
+  __syncthreads();
   *total = warp_sums[kPlanWarps - 1];
   return (warp > 0 ? warp_sums[warp - 1] : 0) + sum - value;
 }
@@ -320,39 +324,48 @@ __global__ void __launch_bounds__(kPlanThreads, 1)
   // expert has one job (light_max_rows <= block_rows) and no place in the
   // scan's jobs; the warps' ballots of light experts are summed beside it
   // (block_exclusive_sum's barriers publish warp_light). Only the warps that
-  // hold an expert run it: the phase is issue-bound, and the others would
-  // issue the same instructions for nothing.
+  // hold an expert do its work: the phase is issue-bound, and the others
+  // would issue the same instructions for nothing; they meet the scan's
+  // barriers only.
   const int scan_warps = (E + 31) / 32;
-  if (warp < scan_warps) {
+  {
+    const bool scans = warp < scan_warps;
     const int e = tid;
-    const int32_t n = e < E ? total[e] : 0;
-    const bool light = n > 0 && n <= light_max_rows;
-    const uint32_t light_lanes = __ballot_sync(kFullMask, light);
-    if (lane == 0) warp_light[warp] = __popc(light_lanes);
-    const int32_t tiles = light ? 0 : n / block_rows + (n % block_rows != 0);
+    int32_t n = 0, tiles = 0;
+    bool light = false;
+    uint32_t light_lanes = 0;
+    if (scans) {
+      n = e < E ? total[e] : 0;
+      light = n > 0 && n <= light_max_rows;
+      light_lanes = __ballot_sync(kFullMask, light);
+      if (lane == 0) warp_light[warp] = __popc(light_lanes);
+      tiles = light ? 0 : n / block_rows + (n % block_rows != 0);
+    }
     uint64_t all = 0;
     const uint64_t before = block_exclusive_sum((uint64_t(tiles) << 32) | uint32_t(n), scan_warps, warp_sums, &all);
-    const int32_t row0 = int32_t(uint32_t(before)), job0 = int32_t(before >> 32);
-    const int32_t light_count = lane < scan_warps ? warp_light[lane] : 0;
-    const int32_t num_light = __reduce_add_sync(kFullMask, light_count);
-    const int32_t light_before =
-        __reduce_add_sync(kFullMask, lane < warp ? light_count : 0) + __popc(light_lanes & lanes_below);
-    if (e < E) {
-      offsets[e] = row0;
-      job_begin[e] = job0;
-      first_row[e] += row0;
-      if (light) light_list[light_before] = e;
-      if (cta == 0) {
-        plan.counts[e] = n;
-        plan.offsets[e] = row0;
+    if (scans) {
+      const int32_t row0 = int32_t(uint32_t(before)), job0 = int32_t(before >> 32);
+      const int32_t light_count = lane < scan_warps ? warp_light[lane] : 0;
+      const int32_t num_light = __reduce_add_sync(kFullMask, light_count);
+      const int32_t light_before =
+          __reduce_add_sync(kFullMask, lane < warp ? light_count : 0) + __popc(light_lanes & lanes_below);
+      if (e < E) {
+        offsets[e] = row0;
+        job_begin[e] = job0;
+        first_row[e] += row0;
+        if (light) light_list[light_before] = e;
+        if (cta == 0) {
+          plan.counts[e] = n;
+          plan.offsets[e] = row0;
+        }
       }
+      if (tid == 0) {
+        job_begin[E] = int32_t(all >> 32);
+        jobs_total = int32_t(all >> 32) + num_light;
+      }
+      const int32_t warp_max = __reduce_max_sync(kFullMask, n);
+      if (cta == 0 && lane == 0) atomicMax(&max_count, warp_max);
     }
-    if (tid == 0) {
-      job_begin[E] = int32_t(all >> 32);
-      jobs_total = int32_t(all >> 32) + num_light;
-    }
-    const int32_t warp_max = __reduce_max_sync(kFullMask, n);
-    if (cta == 0 && lane == 0) atomicMax(&max_count, warp_max);
   }
   __syncthreads();
   const uint32_t light_begin = uint32_t(job_begin[E]), num_jobs = uint32_t(jobs_total);
