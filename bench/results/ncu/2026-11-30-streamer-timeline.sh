@@ -5,34 +5,29 @@
 # full, K loop done, epilogue done) and its SM id; the bench dumps the last
 # launch of each streamer variant (kChunks 1, 2) after its cases.
 #   bench/results/ncu/2026-11-30-streamer-timeline.sh OUTDIR "bench args;bench args..."
+# Its anchors follow the kernel: moved on 2026-12-01 (the K split's CTAs
+# numbered over z too; the 2026-12-01 F32 timeline ran this version); the
+# 2026-11-30 timelines ran its earlier version (git history).
 set -u
 out=$1; cases=$2; mkdir -p $out
-rm -rf /tmp/nvfp4moe-deps && mkdir -p /tmp/nvfp4moe-deps
-for f in .deps/*.deb; do dpkg -x "$f" /tmp/nvfp4moe-deps; done
-rm -rf .tl && mkdir .tl && cp -r CMakeLists.txt README.md bench docs fuzz include scripts src tests tools .tl/
 python3 - <<'PY'
-p = '.tl/src/cuda/weight_streamer.cu'
-s = open(p).read()
-def rep(old, new):
-    global s
-    assert old in s, old
-    s = s.replace(old, new, 1)
-rep('namespace nvfp4moe::cuda {\nnamespace {\n',
-    'namespace nvfp4moe::cuda {\n__device__ unsigned long long g_timeline[2][4096][8];\nnamespace {\n'
-    '__device__ __forceinline__ unsigned long long tl_now() { unsigned long long t; '
-    'asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)); return t; }\n'
-    '#define TL(i) g_timeline[kChunks - 1][(blockIdx.y * gridDim.x + blockIdx.x) & 4095][i] = tl_now()\n')
-rep('  const bool producer = warp == kThreads / 32;\n', '  const bool producer = warp == kThreads / 32;\n  if (tid == 0) { TL(0); unsigned sm; asm volatile("mov.u32 %0, %%smid;" : "=r"(sm)); g_timeline[kChunks - 1][(blockIdx.y * gridDim.x + blockIdx.x) & 4095][7] = sm; }\n')
+import sys; sys.path.insert(0, 'bench/results/ncu')
+from source_patch import Source, prepare_tree
+prepare_tree()
+src = Source('.tl/src/cuda/weight_streamer.cu')
+src.add_timeline('__device__ unsigned long long g_timeline[2][4096][8];\n', '#define TL_CTA (((blockIdx.z * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x) & 4095)\n' '#define TL(i) g_timeline[kChunks - 1][TL_CTA][i] = tl_now()\n')
+rep = src.rep
+rep('  const bool producer = warp == kThreads / 32;\n', '  const bool producer = warp == kThreads / 32;\n  if (tid == 0) { TL(0); unsigned sm; asm volatile("mov.u32 %0, %%smid;" : "=r"(sm)); g_timeline[kChunks - 1][TL_CTA][7] = sm; }\n')
 rep('  if (reporter) *p.status = {kPlanOk, 0, 0, 0};\n', '  if (reporter) *p.status = {kPlanOk, 0, 0, 0};\n  if (tid == 0) TL(1);\n')
-rep('    if (lane == 0) stream_weights<kChunks>(s, ring, num_stages, w0, k_blocks);\n',
-    '    if (lane == 0) { TL(2); stream_weights<kChunks>(s, ring, num_stages, w0, k_blocks); }\n')
-rep('  stage_b_fragments(p, s.pair_of, num_rows, kCols, x_staged);\n  ptx::named_barrier_sync(kConsumerBarrier, kThreads);\n',
-    '  stage_b_fragments(p, s.pair_of, num_rows, kCols, x_staged);\n  ptx::named_barrier_sync(kConsumerBarrier, kThreads);\n  if (tid == 0) TL(3);\n')
+rep('    if (lane == 0) stream_weights<kChunks>(s, ring, num_stages, w0, k_blocks, all_k_blocks);\n',
+    '    if (lane == 0) { TL(2); stream_weights<kChunks>(s, ring, num_stages, w0, k_blocks, all_k_blocks); }\n')
+rep('  stage_b_fragments<kCols>(p, s.pair_of, num_rows, kb_begin * 64, k_blocks * 64, x_staged);\n  ptx::named_barrier_sync(kConsumerBarrier, kThreads);\n',
+    '  stage_b_fragments<kCols>(p, s.pair_of, num_rows, kb_begin * 64, k_blocks * 64, x_staged);\n  ptx::named_barrier_sync(kConsumerBarrier, kThreads);\n  if (tid == 0) TL(3);\n')
 rep('    ptx::mbarrier_wait_parity(&s.full[slot], ps.phase);\n', '    ptx::mbarrier_wait_parity(&s.full[slot], ps.phase);\n    if (tid == 0 && it == 0) TL(4);\n')
 rep('  // 5. K partials -> tile', '  if (tid == 0) TL(5);\n  // 5. K partials -> tile')
-rep('  epilogue_store<kChunks>(p, w, s.tile, C::kTileStride, s.rows, tid, kThreads);\n}',
-    '  epilogue_store<kChunks>(p, w, s.tile, C::kTileStride, s.rows, tid, kThreads);\n  if (tid == 0) TL(6);\n}')
-s += '''
+rep('  epilogue_store<kChunks, kThreads>(p, w, s.tile, C::kTileStride, s.rows, tid);\n}',
+    '  epilogue_store<kChunks, kThreads>(p, w, s.tile, C::kTileStride, s.rows, tid);\n  if (tid == 0) TL(6);\n}')
+src.text += '''
 namespace nvfp4moe::cuda {
 void timeline_dump(const char* path) {
   static unsigned long long h[2][4096][8];
@@ -51,13 +46,13 @@ void timeline_dump(const char* path) {
 }
 }  // namespace nvfp4moe::cuda
 '''
-s = s.replace('#include <algorithm>\n', '#include <algorithm>\n#include <cstdio>\n', 1)
-open(p, 'w').write(s)
-p = '.tl/tools/cli_bench.cpp'
-s = open(p).read()
+rep('#include <algorithm>\n', '#include <algorithm>\n#include <cstdio>\n')
+src.save()
+src = Source('.tl/tools/cli_bench.cpp')
+rep = src.rep
 rep('int run_bench(const BenchOptions& o) {', 'int run_bench(const BenchOptions& o) {\n  struct Dump { ~Dump() { if (const char* e = std::getenv("TL_OUT")) cuda::timeline_dump(e); } } dump;')
 rep('namespace nvfp4moe::cli {', 'namespace nvfp4moe::cuda { void timeline_dump(const char* path); }\nnamespace nvfp4moe::cli {')
-open(p, 'w').write(s)
+src.save()
 PY
 cmake -S .tl -B build-tl -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH=/tmp/nvfp4moe-deps/usr -DNVFP4MOE_BENCH=OFF > /tmp/cfg-tl.log 2>&1 &&
   cmake --build build-tl --target nvfp4moe -j 16 > /tmp/b-tl.log 2>&1 || { grep -E "error" /tmp/b-tl.log | head; tail -5 /tmp/b-tl.log; }

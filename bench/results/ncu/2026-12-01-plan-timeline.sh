@@ -9,21 +9,13 @@
 # 4336e71 (before the new barrier) anchored on grid_barrier(plan.barrier, gen).
 set -u
 out=$1; mkdir -p $out
-rm -rf /tmp/nvfp4moe-deps && mkdir -p /tmp/nvfp4moe-deps
-for f in .deps/*.deb; do dpkg -x "$f" /tmp/nvfp4moe-deps; done
-rm -rf .tl && mkdir .tl && cp -r CMakeLists.txt README.md bench docs fuzz include scripts src tests tools .tl/
 python3 - <<'PY'
-p = '.tl/src/cuda/plan_kernels.cu'
-s = open(p).read()
-def rep(old, new):
-    global s
-    assert old in s, old
-    s = s.replace(old, new, 1)
-rep('namespace nvfp4moe::cuda {\nnamespace {\n',
-    'namespace nvfp4moe::cuda {\n__device__ unsigned long long g_plan_tl[256][10];\nnamespace {\n'
-    '__device__ __forceinline__ unsigned long long tl_now() { unsigned long long t; '
-    'asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)); return t; }\n'
-    '#define TL(i) do { if (threadIdx.x == 0) g_plan_tl[blockIdx.x & 255][i] = tl_now(); } while (0)\n')
+import sys; sys.path.insert(0, 'bench/results/ncu')
+from source_patch import Source, prepare_tree
+prepare_tree()
+src = Source('.tl/src/cuda/plan_kernels.cu')
+src.add_timeline('__device__ unsigned long long g_plan_tl[256][10];\n', '#define TL(i) do { if (threadIdx.x == 0) g_plan_tl[blockIdx.x & 255][i] = tl_now(); } while (0)\n')
+rep = src.rep
 rep('  // Global loads first,', '  TL(0);\n  if (threadIdx.x == 0) { unsigned sm; asm volatile("mov.u32 %0, %%smid;" : "=r"(sm)); g_plan_tl[blockIdx.x & 255][9] = sm; }\n  // Global loads first,')
 rep('  if (lane == 0 && warp_bad != INT32_MAX) atomicMin(&first_bad, warp_bad);\n  __syncthreads();\n',
     '  if (lane == 0 && warp_bad != INT32_MAX) atomicMin(&first_bad, warp_bad);\n  __syncthreads();\n  TL(1);\n')
@@ -34,8 +26,8 @@ rep('  __syncthreads();\n  const uint32_t light_begin', '  __syncthreads();\n  T
 rep('  // 5. Stable scatter', '  TL(6);\n  // 5. Stable scatter')
 rep('    __syncwarp();\n  }\n}\n\nStatus launch_build_plan',
     '    __syncwarp();\n  }\n  if (lane == 0) atomicMax(&g_plan_tl[blockIdx.x & 255][7], tl_now());\n}\n\nStatus launch_build_plan')
-s = s.replace('#include <cuda/atomic>\n', '#include <cuda/atomic>\n#include <cstdio>\n', 1)
-s += '''
+rep('#include <cuda/atomic>\n', '#include <cuda/atomic>\n#include <cstdio>\n')
+src.text += '''
 namespace nvfp4moe::cuda {
 void plan_timeline_dump(const char* path) {
   static unsigned long long h[256][10];
@@ -50,7 +42,7 @@ void plan_timeline_dump(const char* path) {
 }
 }  // namespace nvfp4moe::cuda
 '''
-open(p, 'w').write(s)
+src.save()
 PY
 cmake -S .tl -B build-tl -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH=/tmp/nvfp4moe-deps/usr \
   -DNVFP4MOE_BENCH=OFF > $out/tl-cfg.log 2>&1 && cmake --build build-tl --target nvfp4moe -j 16 > $out/tl-build.log 2>&1 || { tail -20 $out/tl-build.log; exit 1; }
