@@ -7,6 +7,10 @@
 #   [AB_REPS=2] bench/results/ncu/2026-11-30-ab.sh OUTDIR "bench args;bench args..."
 # bench/results/ncu/ab2json.py turns OUTDIR/ab.txt into a results file (with the
 # "µs in a graph of 8" column where the bench prints one: T <= 8).
+# AB_GPU_TESTS="gtest filter" also runs those GPU tests of the new tree, and
+# AB_RACECHECK="gtest filter" compute-sanitizer racecheck on those: the
+# status run's racecheck found a hazard report that a change's A/B call,
+# which ran tests only, had not (reliability.md, twenty-first session).
 set -u
 out=$1; cases=$2; mkdir -p $out
 rm -rf /tmp/nvfp4moe-deps && mkdir -p /tmp/nvfp4moe-deps
@@ -31,3 +35,15 @@ for rep in $(seq ${AB_REPS:-2}); do
   done
 done
 nvidia-smi --query-gpu=name,clocks.sm --format=csv >> $out/ab.txt
+if [ -n "${AB_GPU_TESTS:-}${AB_RACECHECK:-}" ]; then
+  cmake --build build-new --target nvfp4moe_gpu_tests -j 16 > $out/build-tests.log 2>&1 || tail -20 $out/build-tests.log
+  if [ -n "${AB_GPU_TESTS:-}" ]; then
+    timeout 300 build-new/tests/nvfp4moe_gpu_tests --gtest_filter="$AB_GPU_TESTS" > $out/gpu-tests.log 2>&1
+    echo "gpu tests rc $?: $(grep -E '^\[  (PASSED|FAILED)' $out/gpu-tests.log | tr '\n' ' ')"
+  fi
+  if [ -n "${AB_RACECHECK:-}" ]; then
+    timeout 300 compute-sanitizer --tool racecheck --error-exitcode 3 build-new/tests/nvfp4moe_gpu_tests \
+      --gtest_filter="$AB_RACECHECK" > $out/racecheck.log 2>&1
+    echo "racecheck rc $?: $(grep -E 'RACECHECK SUMMARY' $out/racecheck.log)"
+  fi
+fi
