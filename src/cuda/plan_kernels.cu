@@ -19,9 +19,10 @@
 //   2. Per expert, a scan over the warps' cursors (earlier warps first) gives
 //      each warp its first row within the CTA; the column total is the CTA's
 //      count, published with the CTA's first bad pair to global scratch.
-//   3. Grid barrier (one release add and one poll per CTA). Every CTA reads all CTAs' counts (E * CTAs ints, capped
-//      by the grid size policy), so every CTA knows the totals and its own
-//      rows before it: no second barrier, no look-back. The first bad pair is
+//   3. Grid barrier (one release add and one poll per CTA). Every CTA reads
+//      all CTAs' counts (E * CTAs ints, capped by the grid size policy), so
+//      every CTA knows the totals and its own rows before it: no second
+//      barrier, no look-back. The first bad pair is
 //      the minimum over the CTAs' ranges (they are in pair order); on bad ids
 //      CTA 0 reports it and zeroes num_jobs, max_count, counts and offsets,
 //      and nothing else is written.
@@ -29,10 +30,9 @@
 //      offsets and each expert's first job; CTA 0 writes the per-expert
 //      arrays, and the jobs are spread over the grid from each CTA's last
 //      threads, which step 5 leaves idle where it can (a binary search over
-//      the job offsets finds a job's expert). Light
-//      experts (light_max_rows, plan.hpp) are counted by one ballot per
-//      warp beside that scan; their jobs go last, in expert order, through
-//      a shared list of them.
+//      the job offsets finds a job's expert). Light experts (light_max_rows,
+//      plan.hpp) are counted by one ballot per warp beside that scan; their
+//      jobs go last, in expert order, through a shared list of them.
 //   5. Each warp walks its range again and places pair p at
 //      offsets[e] + (earlier CTAs' e-pairs) + (earlier warps' e-pairs)
 //      + (its own earlier e-pairs), which is the stable order by pair index.
@@ -274,8 +274,8 @@ __global__ void __launch_bounds__(kPlanThreads, 1)
   if (num_ctas > 1) {
     if (tid == 0) plan.cta_first_bad[cta] = first_bad;
     grid_barrier(plan.barrier, barrier_from);
-    // Rows of int4, `groups` CTAs' rows at a time; integer sums, so the
-    // shared atomics cannot change the result. L2 loads (__ldcg): the rows
+    // Rows of int4, kPlanThreads / quads CTAs' rows at a time; integer
+    // sums, so the shared atomics cannot change the result. L2 loads (__ldcg): the rows
     // were written by other SMs.
     const int32_t other_bad = tid < int(num_ctas) ? __ldcg(plan.cta_first_bad + tid) : INT32_MAX;
     // quads <= 256 <= kPlanThreads, so every thread has a quad.
@@ -382,9 +382,9 @@ __global__ void __launch_bounds__(kPlanThreads, 1)
   // with the next); past it, the light experts in order.
   // One path for both kinds (a light expert's rows fit one job), and a
   // search of fixed power-of-two steps (at least one, so that ptxas keeps one
-  // copy of the loop). The jobs go to the
-  // CTA's last threads first: step 5 runs on its first warps, so where a
-  // CTA's range leaves warps idle the jobs and the scatter overlap.
+  // copy of the loop). The jobs go to the CTA's last threads first: step 5
+  // runs on its first warps, so where a CTA's range leaves warps idle the
+  // jobs and the scatter overlap.
   const int search_from = 1 << max(geometry.key_bits - 1, 0);
 #pragma unroll 1
   for (uint32_t j = cta * kPlanThreads + (kPlanThreads - 1 - tid); j < num_jobs; j += num_ctas * kPlanThreads) {

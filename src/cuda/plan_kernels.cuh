@@ -86,8 +86,8 @@ inline int plan_counts_quad_bits(int64_t num_experts) {
 inline int64_t plan_counts_stride(int64_t num_experts) { return int64_t(4) << plan_counts_quad_bits(num_experts); }
 
 // Where each CTA and warp starts, computed on the host so that the kernel
-// divides only once (a division is ~20 instructions, and every instruction
-// of this kernel is fetched cold: see build_plan_kernel's NOTES).
+// divides only once (a division is ~20 instructions, which every warp of
+// every CTA would issue: see build_plan_kernel's NOTES).
 struct PlanGeometry {
   uint32_t cta_chunks;   // 32-pair chunks per CTA (the last CTA may have fewer)
   uint32_t warp_chunks;  // per warp of a CTA
