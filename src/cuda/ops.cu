@@ -259,7 +259,8 @@ struct Context::Impl {
     const size_t sync_bytes = sizeof(GridBarrier) + sizeof(int32_t) * size_t(num_sms);
     if (grid_sync.bytes() < sync_bytes) {
       NVFP4MOE_RETURN_IF_ERROR(grow(&grid_sync, sync_bytes, stream, "plan.grid_sync"));
-      // The barrier starts at zero once; launches keep it there (GridBarrier).
+      // The barrier starts at zero once; launches keep it at a multiple of
+      // kGridBarrierSpan (GridBarrier).
       NVFP4MOE_CUDA_TRY(cudaMemsetAsync(grid_sync.get(), 0, sync_bytes, stream));
       NVFP4MOE_CUDA_TRY(cudaStreamSynchronize(stream));
     }
