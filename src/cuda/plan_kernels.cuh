@@ -26,7 +26,7 @@ enum PlanError : int32_t { kPlanOk = 0, kPlanIdOutOfRange = 1, kPlanDuplicateId 
 inline constexpr uint32_t kGridBarrierSpan = 1024;  // >= the plan's CTAs (plan_grid_ctas)
 struct GridBarrier {
   uint32_t arrived;
-  uint32_t unused;
+  uint32_t unused;  // the old barrier's generation; the first-bad words follow the struct
 };
 
 struct DevicePlan {
