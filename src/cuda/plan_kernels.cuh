@@ -76,13 +76,16 @@ inline int plan_grid_ctas(int64_t pairs, int64_t num_experts, int max_ctas) {
   return int(std::min<int64_t>({by_pairs, by_exchange, int64_t(max_ctas), kPlanThreads}));
 }
 
-// Row stride of cta_counts: a power of two of at least 4, so that rows are
-// read as int4 and a thread finds its int4 by shifts.
-inline int plan_counts_quad_bits(int64_t num_experts) {
+// The smallest b with 2^b >= n (0 for n <= 1): the bits of the largest of n ids.
+inline int ceil_log2(int64_t n) {
   int bits = 0;
-  while ((int64_t(4) << bits) < num_experts) ++bits;
+  while ((int64_t(1) << bits) < n) ++bits;
   return bits;
 }
+
+// Row stride of cta_counts: a power of two of at least 4, so that rows are
+// read as int4 and a thread finds its int4 by shifts.
+inline int plan_counts_quad_bits(int64_t num_experts) { return std::max(ceil_log2(num_experts) - 2, 0); }
 inline int64_t plan_counts_stride(int64_t num_experts) { return int64_t(4) << plan_counts_quad_bits(num_experts); }
 
 // Where each CTA and warp starts, computed on the host so that the kernel
@@ -102,8 +105,7 @@ inline PlanGeometry plan_geometry(int64_t pairs, int64_t top_k, int64_t num_expe
   g.cta_chunks = (chunks + uint32_t(ctas) - 1) / uint32_t(ctas);
   g.warp_chunks = (g.cta_chunks + kPlanWarps - 1) / kPlanWarps;
   g.slot_step = int32_t(32 % top_k);
-  g.key_bits = 0;
-  while ((int64_t(1) << g.key_bits) < num_experts) ++g.key_bits;
+  g.key_bits = ceil_log2(num_experts);
   g.quad_bits = plan_counts_quad_bits(num_experts);
   return g;
 }

@@ -492,8 +492,8 @@ Status launch_weight_streamer(const GemmParams& p, int num_sms, cudaStream_t str
   if (p.num_tokens < 1 || p.num_tokens > kStreamKernelMaxTokens || pairs > kThreads ||
       weight_streamer_staged_bytes(p.num_tokens, p.k) > kStreamMaxStagedBytes)
     return make_status(StatusCode::kInternal, "weight streamer called with T = ", p.num_tokens, ", k = ", p.top_k);
-  if (!p.ids || !p.status || (!p.x && !p.x_f32) || (p.x_f32 && p.num_tokens != 1) || p.k_splits != 1 || p.y_map == RowMap::kCompact ||
-      p.x_map == RowMap::kCompact)
+  if (!p.ids || !p.status || (!p.x && !p.x_f32) || (p.x_f32 && p.num_tokens != 1) || p.k_splits != 1 ||
+      p.y_map == RowMap::kCompact || p.x_map == RowMap::kCompact)
     return make_status(StatusCode::kInternal, "weight streamer parameters are incomplete");
   if (p.epilogue == EpilogueKind::kSwiGLU && p.n % 128 != 0)
     return make_status(StatusCode::kInternal, "SwiGLU streamer needs N % 128 == 0, N = ", p.n);
