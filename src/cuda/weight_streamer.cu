@@ -48,6 +48,7 @@
 #include "cuda/plan_kernels.cuh"
 #include "cuda/ptx/async_copy.cuh"
 #include "cuda/ptx/grid_dependency.cuh"
+#include "cuda/ptx/ld_shared.cuh"
 #include "cuda/ptx/mbarrier.cuh"
 #include "cuda/ptx/mma.cuh"
 #include "cuda/ptx/sync.cuh"
@@ -311,42 +312,63 @@ __global__ void __launch_bounds__(kAllThreads, 3) weight_stream_kernel(const __g
   // Lanes past the staged columns read a staged column again: their output
   // columns are never stored.
   const int g = lane / 4, q = lane % 4;
-  const uint2* xs = reinterpret_cast<const uint2*>(x_staged) + (g % kCols) * 4 + q;  // + step * kCols * 4
+  // Shared addresses the loop carries from stage to stage (this thread's
+  // fragment of the stage's K block wk, the stage's full barrier, the B
+  // fragments of K block kb). NOTES: derived from the slot index, ptxas
+  // rematerialized them in every iteration from SR_CgaCtaId and the thread
+  // index (SASS at 678a741: an S2UR after the full-barrier wait and ~10
+  // address instructions before the fragment loads, 177 instructions per
+  // iteration; 171 now); a value the loop carries cannot be rematerialized.
+  // A/B at 678a741: decode 1.012x geomean, 1.017-1.034x at T = 4
+  // (bench/results/2026-12-01-h200-ab-loop-carried-shared-addresses.json).
+  // The same change in the GEMM's consumers (185 -> 181 instructions per
+  // narrow iteration) ran 0.97-1.01x there, so it is not in the GEMM.
+  constexpr uint32_t kStepBytes = kCols * 4 * sizeof(uint2);  // one k16 step of B fragments
+  const FragmentRef f0 = fragment_ref(ring + (chunk * C::kStageBlocks + wk) * kSm90ChunkBytes, t);
+  uint32_t codes_at = ptx::smem_addr(f0.codes), scales_at = ptx::smem_addr(f0.scales);
+  uint32_t full_at = ptx::smem_addr(&s.full[0]);
+  const uint32_t empty_from_full = ptx::smem_addr(&s.empty[0]) - full_at;
+  const uint32_t ring_back = uint32_t(num_stages - 1) * C::kStageBytes;
+  uint32_t x_at = ptx::smem_addr(x_staged) + ((g % kCols) * 4 + q) * sizeof(uint2) + wk * 4 * kStepBytes;
+  int32_t kb = wk;
   // Two accumulator chains (even, odd k16 steps): back-to-back mma on one
   // accumulator would wait out each other's latency.
   float acc[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
   const int32_t iters = (k_blocks + C::kStageBlocks - 1) / C::kStageBlocks;
   const uint32_t scale_mul = s.scale_mul;  // dequant.cuh: kept in a register through the loop
   PipelineState ps;
-  for (int32_t it = 0; it < iters; ++it, ps.advance(num_stages)) {
-    const int slot = ps.stage;
-    ptx::mbarrier_wait_parity(&s.full[slot], ps.phase);
-    const uint8_t* stage = ring + size_t(slot) * C::kStageBytes + chunk * C::kStageBlocks * kSm90ChunkBytes;
+  for (int32_t it = 0; it < iters; ++it) {
+    ptx::mbarrier_wait_parity(full_at, ps.phase);
     uint4 codes[2];
     uint2 scales[2];
 #pragma unroll
     for (int u = 0; u < 2; ++u) {
-      const FragmentRef f = fragment_ref(stage + (wk + u * kWarpsK) * kSm90ChunkBytes, t);
-      codes[u] = *reinterpret_cast<const uint4*>(f.codes);
-      scales[u] = *reinterpret_cast<const uint2*>(f.scales);
+      codes[u] = ptx::ld_shared_v4(codes_at + u * kWarpsK * kSm90ChunkBytes);
+      scales[u] = ptx::ld_shared_v2(scales_at + u * kWarpsK * kSm90ChunkBytes);
     }
     // Every thread releases the slot after its own loads, as in the GEMM
     // mainloop (nvfp4_grouped_gemm.cuh says why, and what it costs).
-    ptx::mbarrier_arrive(&s.empty[slot]);
+    ptx::mbarrier_arrive(full_at + empty_from_full);
 #pragma unroll
     for (int u = 0; u < 2; ++u) {
-      const int32_t kb = it * C::kStageBlocks + wk + u * kWarpsK;
-      if (kb < k_blocks) {
+      if (kb + u * kWarpsK < k_blocks) {
         uint32_t a[4][4];
         dequant_fragment(codes[u], scales[u], scale_mul, a);
-        const uint2* xk = xs + kb * 4 * kCols * 4;
+        const uint32_t xk = x_at + u * kWarpsK * 4 * kStepBytes;
 #pragma unroll
         for (int step = 0; step < 4; ++step) {
-          const uint2 b = xk[step * kCols * 4];
+          const uint2 b = ptx::ld_shared_v2(xk + step * kStepBytes);
           ptx::mma_m16n8k16_bf16(acc[step % 2], a[step], b.x, b.y);
         }
       }
     }
+    const bool wrap = ps.stage == num_stages - 1;
+    ps.advance(num_stages);
+    codes_at = wrap ? codes_at - ring_back : codes_at + C::kStageBytes;
+    scales_at = wrap ? scales_at - ring_back : scales_at + C::kStageBytes;
+    full_at = wrap ? full_at - uint32_t(num_stages - 1) * 8 : full_at + 8;
+    x_at += C::kStageBlocks * 4 * kStepBytes;
+    kb += C::kStageBlocks;
   }
 
   // 5. K partials -> tile (warp order, then with K splits the splits in
