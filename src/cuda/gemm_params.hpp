@@ -38,12 +38,15 @@ enum class ExpertClass : int32_t {
   kLight = 2,    // experts of 1 .. light_max_rows rows: jobs [*light_jobs_begin, *num_jobs)
 };
 
-// The compact schedule's work counter, one per Context. Zero between
-// launches: the kernel that uses it rewinds it as its last CTA finishes.
+// The compact schedule's work counter, kTileQueues per Context: one for a
+// GEMM launch, one for the light experts' launch that overlaps it. Zero
+// between launches: the kernel that uses it rewinds it as its last CTA
+// finishes.
 struct TileQueue {
   int32_t next;   // the next item to hand out
   uint32_t done;  // CTAs that have taken their last item
 };
+inline constexpr int kTileQueues = 2;
 
 struct GemmParams {
   // Weights in the sm90 packed layout, [E][n / 64][k / 64] chunks.

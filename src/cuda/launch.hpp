@@ -110,6 +110,17 @@ inline int64_t compact_class_jobs_bound(int64_t pairs, int64_t num_experts, int3
 inline int64_t compact_grid_ctas(int64_t items_bound, int num_sms, int32_t block_t) {
   return items_bound <= one_shot_waves(block_t) * num_sms ? items_bound : num_sms;
 }
+// Host policy: whether a persistent compact grid's CTAs take items from the
+// TileQueue as they come free rather than by a fixed stride (a kernel
+// instance of its own, kTakeFromQueue). Wide tiles differ 4x in cost with
+// their width; the light experts' narrow tiles, launched to overlap the wide
+// launch, have CTAs that start up to a wide tile apart as it frees SMs, so
+// a fixed share each left the early ones idle at the end. Other narrow and
+// medium grids start together on tiles alike, and the hand-off cost them
+// 1-5% (scheduler.cuh).
+inline bool takes_items_from_queue(int32_t block_t, ExpertClass expert_class) {
+  return block_t == kBlockTWide || expert_class == ExpertClass::kLight;
+}
 
 // K blocks cut into `splits` ranges of ceil(k_blocks / splits) with none
 // empty: ceil(k_blocks / per) ranges (a consumer with an empty K range would

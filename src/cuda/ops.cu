@@ -183,7 +183,8 @@ struct Context::Impl {
   // and then one first-bad word per CTA; cta_counts one row per CTA. Up to
   // num_sms CTAs (plan_grid_ctas).
   DeviceBuffer grid_sync, cta_counts;
-  // The compact schedule's TileQueue, zeroed once; every GEMM leaves it at
+  // The compact schedule's kTileQueues TileQueues (a GEMM launch's and the
+  // light experts' launch beside it), zeroed once; every GEMM leaves them at
   // zero. One GEMM at a time per Context (like the plan buffers).
   DeviceBuffer tile_queue;
   int64_t plan_tokens = 0, plan_top_k = 0, plan_experts = 0;
@@ -281,8 +282,8 @@ Status Context::create(int device, std::unique_ptr<Context>* out) {
   c->impl_->device = device;
   NVFP4MOE_CUDA_TRY(cudaDeviceGetAttribute(&c->impl_->num_sms, cudaDevAttrMultiProcessorCount, device));
   NVFP4MOE_RETURN_IF_ERROR(c->impl_->grow_plan(1, 1, nullptr));
-  NVFP4MOE_RETURN_IF_ERROR(DeviceBuffer::allocate(sizeof(TileQueue), &c->impl_->tile_queue));
-  NVFP4MOE_CUDA_TRY(cudaMemset(c->impl_->tile_queue.get(), 0, sizeof(TileQueue)));
+  NVFP4MOE_RETURN_IF_ERROR(DeviceBuffer::allocate(kTileQueues * sizeof(TileQueue), &c->impl_->tile_queue));
+  NVFP4MOE_CUDA_TRY(cudaMemset(c->impl_->tile_queue.get(), 0, kTileQueues * sizeof(TileQueue)));
   *out = std::move(c);
   return ok_status();
 }

@@ -7,9 +7,12 @@
 //          order from a global counter as CTAs come free (tiles of 32, 64
 //          and 128 columns differ 4x in cost, and a fixed striping left SMs
 //          idle: ncu at eb4aa00 measured active cycles from 17% below to 10%
-//          above the mean); narrow tiles stripe items over CTAs (item +=
+//          above the mean), and so do the light experts' narrow tiles,
+//          whose CTAs start as the wide launch before them frees SMs, one
+//          tile apart; other narrow tiles stripe items over CTAs (item +=
 //          gridDim.x): their tiles are short and alike, and the hand-off
-//          cost them 1-5% (A/B at f84921f).
+//          cost them 1-5% (A/B at f84921f). takes_items_from_queue,
+//          launch.hpp.
 //          Only real work exists; consecutive items share a job's
 //          activations, and the jobs of one expert are adjacent, so its
 //          weight tiles meet again in L2.
@@ -51,6 +54,13 @@ __host__ __device__ __forceinline__ int32_t tile_rows_for(int32_t num_rows, int3
 // an item from the global TileQueue and publishes it here; every warp of the
 // CTA reads the same sequence. Two slots, so the producer may run one tile
 // ahead of the consumers.
+// Lane 0 of each warp reads the slot, releases it and passes the item to
+// its lanes by shuffle. NOTES: with every lane reading and lane 0 releasing
+// after __syncwarp, racecheck reported the fetcher's next write against the
+// other lanes' reads (docs/reliability.md: it does not order them through
+// the warp barrier); a release by every thread (640 arrivals per item on
+// the narrow tile, 384 on the wide one) ran 0.85-0.99x on both
+// (bench/results/2026-12-01-h200-ab-light-experts-queue.json, variants).
 struct ItemRing {
   int32_t item[2];
   uint64_t full[2];   // 1 arrival: the item is published
@@ -68,12 +78,12 @@ __device__ __forceinline__ void item_ring_init(ItemRing& r, uint32_t warps) {
 // one output tile and then its neighbours along N share the activation rows.
 // Every warp of the CTA constructs one and calls next_tile() in step;
 // `fetcher` marks the one thread that takes items from the queue when
-// kTakeFromQueue and the schedule is compact.
+// kTakeFromQueue and the grid is compact and persistent.
 template <int kBlockT, int kChunks, bool kTakeFromQueue>
 struct TileScheduler {
   const GemmParams& p;
   ItemRing& ring;
-  bool queued;  // compact and kTakeFromQueue
+  bool queued;  // compact, persistent and kTakeFromQueue
   bool fetcher;
   int32_t n_tiles;
   int32_t per_row_tile;  // n_tiles * k_splits
@@ -94,7 +104,10 @@ struct TileScheduler {
     total = p.schedule == Schedule::kCompact ? (end_job - first_job) * per_row_tile
                                              : p.num_experts * p.rect_tiles_per_expert * per_row_tile;
     next = blockIdx.x;
-    pending = queued && fetcher ? atomicAdd(&p.queue->next, 1) : 0;
+    // The first item is the CTA's own index, the rest come from the queue
+    // after the grid's first items: a CTA's first tile does not wait for
+    // the atomic's round trip.
+    pending = queued && fetcher ? int32_t(blockIdx.x) : 0;
   }
 
   // The next compact item for this warp, -1 when none is left. The fetcher
@@ -108,7 +121,7 @@ struct TileScheduler {
       ptx::mbarrier_wait_parity(&ring.empty[slot], phase ^ 1u);
       int32_t item = pending;
       if (item < total) {
-        pending = atomicAdd(&p.queue->next, 1);
+        pending = int32_t(gridDim.x) + atomicAdd(&p.queue->next, 1);
       } else {
         item = -1;
         // This CTA takes nothing more. The last CTA to get here finds every
@@ -123,10 +136,13 @@ struct TileScheduler {
       ring.item[slot] = item;
       ptx::mbarrier_arrive(&ring.full[slot]);
     }
-    ptx::mbarrier_wait_parity(&ring.full[slot], phase);
-    const int32_t item = ring.item[slot];
-    __syncwarp();
-    if (threadIdx.x % 32 == 0) ptx::mbarrier_arrive(&ring.empty[slot]);
+    int32_t item = 0;
+    if (threadIdx.x % 32 == 0) {
+      ptx::mbarrier_wait_parity(&ring.full[slot], phase);
+      item = ring.item[slot];
+      ptx::mbarrier_arrive(&ring.empty[slot]);
+    }
+    item = __shfl_sync(0xFFFFFFFFu, item, 0);
     ring_state.advance<2>();
     return item;
   }

@@ -40,6 +40,7 @@ struct CaseRun {
 class GpuMulMatId : public GpuTest {
  protected:
   // Runs one case on the device, returns the output and NMSE vs float64.
+  void light_experts_against_one_wide_launch(const Case& base);
   void run_case(const Case& c, std::mt19937_64& rng, const std::vector<int32_t>& ids, const ExpertWeights& w,
                 const cuda::DeviceExpertWeights& dw, CaseRun* out) {
     const int64_t x_rows = c.per_slot ? c.T * c.k : c.T;
@@ -519,19 +520,33 @@ TEST_F(GpuMulMatId, SchedulesBitIdenticalAndDeterministic) {
 // 32-63 (~37: light and regular ones). Forced on, the classes equal one wide
 // launch (classes off, NVFP4MOE_BLOCK_ROWS=128) bit for bit, under both
 // schedules, with F32 and BF16 outputs; the NMSE bound holds (run_case).
+// Light experts in a second launch give the bits of one wide launch. The
+// second shape has 96 light experts x 3 N tiles = 288 light items, more than
+// two waves of SMs on an H200, so their grid is persistent and takes items
+// from the tile queue (takes_items_from_queue); the first one's light grid
+// is one CTA per item.
 TEST_F(GpuMulMatId, LightExpertsGiveTheBitsOfOneWideLaunch) {
-  const Case base{64, 512, 512, 1200, 4, false};
+  for (const Case base : {Case{64, 512, 512, 1200, 4, false}, Case{128, 768, 256, 1024, 4, false}}) {
+    SCOPED_TRACE(::testing::Message() << "E " << base.E << ", N " << base.N);
+    light_experts_against_one_wide_launch(base);
+    if (HasFatalFailure()) return;
+  }
+}
+
+void GpuMulMatId::light_experts_against_one_wide_launch(const Case& base) {
   ASSERT_EQ(cuda::kBlockTNarrow, cuda::choose_plan_options(base.T, base.k, base.E).light_max_rows);
   std::mt19937_64 rng(test_seed());
   const ExpertWeights w = random_weights(rng, base.E, base.N, base.K);
   cuda::DeviceExpertWeights dw;
   ASSERT_OK(cuda::upload_expert_weights(w.view(), &dw));
+  // Slot 0 one heavy expert, slot 1 eight, slot 2 sixteen, slot 3 the rest
+  // (light: 37 rows each of 32 experts, ~11 of 96).
   std::vector<int32_t> ids(size_t(base.T * base.k));
   for (int64_t t = 0; t < base.T; ++t) {
     ids[t * 4 + 0] = 5;
     ids[t * 4 + 1] = int32_t(8 + rng() % 8);
     ids[t * 4 + 2] = int32_t(16 + rng() % 16);
-    ids[t * 4 + 3] = int32_t(32 + rng() % 32);
+    ids[t * 4 + 3] = int32_t(32 + rng() % uint64_t(base.E - 32));
   }
   RoutingPlan plan;
   ASSERT_OK(build_routing_plan(ids.data(), base.T, base.k, base.E, PlanOptions{128, 32}, &plan));

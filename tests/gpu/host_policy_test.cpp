@@ -330,6 +330,19 @@ TEST(CudaHostPolicy, CompactGridIsOneShotUpToFiveWavesOfWideTilesTwoOfOthers) {
   }
 }
 
+// Which persistent grids take items from the tile queue: wide tiles always;
+// narrow tiles only for the light experts (their launch overlaps the wide
+// one, whose CTAs free SMs up to a tile apart).
+TEST(CudaHostPolicy, QueueForWideTilesAndLightExperts) {
+  for (const cuda::ExpertClass c : {cuda::ExpertClass::kAll, cuda::ExpertClass::kRegular, cuda::ExpertClass::kLight})
+    EXPECT_TRUE(cuda::takes_items_from_queue(cuda::kBlockTWide, c));
+  for (const int32_t other : {cuda::kBlockTNarrow, cuda::kBlockTMedium}) {
+    EXPECT_FALSE(cuda::takes_items_from_queue(other, cuda::ExpertClass::kAll));
+    EXPECT_FALSE(cuda::takes_items_from_queue(other, cuda::ExpertClass::kRegular));
+  }
+  EXPECT_TRUE(cuda::takes_items_from_queue(cuda::kBlockTNarrow, cuda::ExpertClass::kLight));
+}
+
 // Which epilogue kernel a GEMM launch takes (launch_sm90's kernel_for): the
 // layer's gate_up (SwiGLU to BF16 h, no router weights) the SwiGLU rows
 // path, MUL_MAT_ID to BF16 the BF16 rows path, everything else the F32 tile.

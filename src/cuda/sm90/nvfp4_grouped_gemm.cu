@@ -19,20 +19,35 @@ bool f32_epilogue_forced() {
 
 // The kernel instance for p's epilogue path; the SwiGLU rows path needs two
 // chunks per consumer (the wide tile).
-template <int kBlockT>
-auto kernel_for(const GemmParams& p) {
+template <int kBlockT, bool kTakeFromQueue>
+auto kernel_for_path(const GemmParams& p) {
   using sm90::nvfp4_grouped_gemm_kernel;
-  if (f32_epilogue_forced()) return nvfp4_grouped_gemm_kernel<kBlockT, EpiloguePath::kF32Tile>;
+  if (f32_epilogue_forced()) return nvfp4_grouped_gemm_kernel<kBlockT, EpiloguePath::kF32Tile, kTakeFromQueue>;
   if constexpr (sm90::TileConfig<kBlockT>::kBlocks == 2) {
-    if (swiglu_rows_epilogue(p)) return nvfp4_grouped_gemm_kernel<kBlockT, EpiloguePath::kSwiGLURows>;
+    if (swiglu_rows_epilogue(p)) return nvfp4_grouped_gemm_kernel<kBlockT, EpiloguePath::kSwiGLURows, kTakeFromQueue>;
   }
-  return bf16_rows_epilogue(p) ? nvfp4_grouped_gemm_kernel<kBlockT, EpiloguePath::kBf16Rows>
-                               : nvfp4_grouped_gemm_kernel<kBlockT, EpiloguePath::kF32Tile>;
+  return bf16_rows_epilogue(p) ? nvfp4_grouped_gemm_kernel<kBlockT, EpiloguePath::kBf16Rows, kTakeFromQueue>
+                               : nvfp4_grouped_gemm_kernel<kBlockT, EpiloguePath::kF32Tile, kTakeFromQueue>;
+}
+
+// The instances takes_items_from_queue (launch.hpp) can ask for: wide tiles
+// with the queue, narrow ones with and without, medium ones without;
+// nullptr for any other.
+using GemmKernel = void (*)(GemmParams);
+template <int kBlockT>
+GemmKernel kernel_for(const GemmParams& p, bool take_from_queue) {
+  if constexpr (kBlockT == kBlockTWide) return take_from_queue ? kernel_for_path<kBlockT, true>(p) : nullptr;
+  else if constexpr (kBlockT == kBlockTNarrow)
+    return take_from_queue ? kernel_for_path<kBlockT, true>(p) : kernel_for_path<kBlockT, false>(p);
+  else return take_from_queue ? nullptr : kernel_for_path<kBlockT, false>(p);
 }
 
 template <int kBlockT>
 Status launch_sm90(const GemmParams& p, int num_sms, cudaStream_t stream, LaunchOrder order) {
-  auto kernel = kernel_for<kBlockT>(p);
+  auto kernel = kernel_for<kBlockT>(p, takes_items_from_queue(kBlockT, p.expert_class));
+  if (!kernel)
+    return make_status(StatusCode::kInternal, "no grouped GEMM instance for ", kBlockT, "-token tiles of expert class ",
+                       int(p.expert_class));
   constexpr size_t smem = sm90::smem_bytes<kBlockT>();
   constexpr int kChunks = sm90::TileConfig<kBlockT>::kChunks;
   NVFP4MOE_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
@@ -96,6 +111,8 @@ Status launch_grouped_gemm(const GemmParams& p, int32_t block_t, int num_sms, cu
     NVFP4MOE_RETURN_IF_ERROR(launch_sm90<kBlockTWide>(regular, num_sms, stream, LaunchOrder::kAfterPrevious));
     light.expert_class = ExpertClass::kLight;
     light.rect_tiles_per_expert = 1;
+    // Its own counter: the regular launch may still be taking items.
+    light.queue = p.queue ? p.queue + 1 : nullptr;
     return launch_sm90<kBlockTNarrow>(light, num_sms, stream, LaunchOrder::kOverlapPrevious);
   }
   switch (block_t) {

@@ -77,7 +77,6 @@ struct TileConfig;
 template <> struct TileConfig<32> {
   static constexpr int kConsumers = 4, kBlocks = 1, kStages = 7, kProducerRegs = 56, kConsumerRegs = 104;
   static constexpr int kChunks = kConsumers * kBlocks;
-  static constexpr bool kTakeFromQueue = false;  // scheduler.cuh
 };
 // Medium: the narrow tile's four dequantizing warpgroups at twice its width,
 // for experts of 33-64 rows, which would otherwise take two narrow tiles or
@@ -88,7 +87,6 @@ template <> struct TileConfig<32> {
 template <> struct TileConfig<64> {
   static constexpr int kConsumers = 4, kBlocks = 1, kStages = 4, kProducerRegs = 56, kConsumerRegs = 104;
   static constexpr int kChunks = kConsumers * kBlocks;
-  static constexpr bool kTakeFromQueue = false;
 };
 // NOTES: at 40 registers the producer spills 20 bytes, in the per-tile
 // set-up only (SASS), not in the K loop. Two chunks per consumer: the
@@ -98,7 +96,6 @@ template <> struct TileConfig<64> {
 template <> struct TileConfig<128> {
   static constexpr int kConsumers = 2, kBlocks = 2, kStages = 3, kProducerRegs = 40, kConsumerRegs = 232;
   static constexpr int kChunks = kConsumers * kBlocks;
-  static constexpr bool kTakeFromQueue = true;
 };
 
 template <int kBlockT>
@@ -179,7 +176,7 @@ struct GatherShape {
   static_assert(kRowsPerThread >= 1 && kRowsPerThread * kRowsPerPass == kBlockT, "rows split evenly");
 };
 
-template <int kBlockT>
+template <int kBlockT, bool kTakeFromQueue>
 __device__ void producer(const GemmParams& p, SharedStorage<kBlockT>& s, int t) {
   constexpr int kStages = SharedStorage<kBlockT>::kStages;
   constexpr int kChunks = TileConfig<kBlockT>::kChunks;
@@ -187,7 +184,7 @@ __device__ void producer(const GemmParams& p, SharedStorage<kBlockT>& s, int t) 
   const int piece0 = t % G::kThreadsPerRow;
   const int k_blocks = p.k / kKStep;
   const int n_blocks = p.n / kSm90ChunkRows;
-  TileScheduler<kBlockT, kChunks, TileConfig<kBlockT>::kTakeFromQueue> sched(p, s.ring, t == 0);
+  TileScheduler<kBlockT, kChunks, kTakeFromQueue> sched(p, s.ring, t == 0);
   PipelineState ps;
   WorkTile w;
   while (sched.next_tile(w)) {
@@ -429,11 +426,11 @@ __device__ __forceinline__ void mma_tile(const GemmParams& p, SharedStorage<kBlo
   }
 }
 
-template <int kBlockT, EpiloguePath kPath>
+template <int kBlockT, EpiloguePath kPath, bool kTakeFromQueue>
 __device__ void consumer(const GemmParams& p, SharedStorage<kBlockT>& s, int wg, int t) {
   using Config = TileConfig<kBlockT>;
   const int n_blocks = p.n / kSm90ChunkRows;
-  TileScheduler<kBlockT, Config::kChunks, Config::kTakeFromQueue> sched(p, s.ring, false);
+  TileScheduler<kBlockT, Config::kChunks, kTakeFromQueue> sched(p, s.ring, false);
   PipelineState ps;
   WorkTile w;
   while (sched.next_tile(w)) {
@@ -460,7 +457,12 @@ __device__ void consumer(const GemmParams& p, SharedStorage<kBlockT>& s, int wg,
   }
 }
 
-template <int kBlockT, EpiloguePath kPath>
+// kTakeFromQueue: a persistent compact grid's CTAs take items from the
+// TileQueue (takes_items_from_queue, launch.hpp); an instance of its own so
+// that the other grids' kernels keep their code (the runtime choice in one
+// kernel ran narrow tiles 0.98-0.99x: bench/results/2026-12-01-h200-ab-
+// light-experts-queue.json).
+template <int kBlockT, EpiloguePath kPath, bool kTakeFromQueue>
 __global__ void __launch_bounds__(threads<kBlockT>(), 1) nvfp4_grouped_gemm_kernel(const __grid_constant__ GemmParams p) {
   using Config = TileConfig<kBlockT>;
   constexpr int kStages = Config::kStages;
@@ -485,10 +487,10 @@ __global__ void __launch_bounds__(threads<kBlockT>(), 1) nvfp4_grouped_gemm_kern
   __syncthreads();
   if (threadIdx.x >= kConsumerThreads) {
     ptx::setmaxnreg_dec<Config::kProducerRegs>();
-    producer<kBlockT>(p, s, threadIdx.x - kConsumerThreads);
+    producer<kBlockT, kTakeFromQueue>(p, s, threadIdx.x - kConsumerThreads);
   } else {
     ptx::setmaxnreg_inc<Config::kConsumerRegs>();
-    consumer<kBlockT, kPath>(p, s, threadIdx.x / 128, threadIdx.x % 128);
+    consumer<kBlockT, kPath, kTakeFromQueue>(p, s, threadIdx.x / 128, threadIdx.x % 128);
   }
   // Launched beside the previous GEMM: the next kernel in the stream waits
   // for this grid only, so it must not end before that one (nothing here
