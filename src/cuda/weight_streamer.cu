@@ -319,7 +319,7 @@ __global__ void __launch_bounds__(kAllThreads, 3) weight_stream_kernel(const __g
   // index (SASS at 678a741: an S2UR after the full-barrier wait and ~10
   // address instructions before the fragment loads, 177 instructions per
   // iteration; 171 now); a value the loop carries cannot be rematerialized.
-  // A/B at 678a741: decode 1.012x geomean, 1.017-1.034x at T = 4
+  // A/B at 678a741: decode 1.011x geomean in a graph, up to 1.03x at T = 4
   // (bench/results/2026-12-01-h200-ab-loop-carried-shared-addresses.json).
   // The same change in the GEMM's consumers (185 -> 181 instructions per
   // narrow iteration) ran 0.97-1.01x there, so it is not in the GEMM.
