@@ -10,7 +10,6 @@
 #include <cstdint>
 
 #include "cuda/gemm_params.hpp"
-#include "cuda/ptx/async_copy.cuh"
 #include "cuda/ptx/sfu.cuh"
 #include "cuda/scheduler.cuh"
 
@@ -154,39 +153,33 @@ __device__ __forceinline__ void swiglu_in_place(const ActivationParams& a, float
 
 // The BF16 rows path: a tile already scaled and rounded to BF16 in shared
 // memory as tile[token][weight row] (kTileRows = 256 rows, or 128 features
-// of h on the SwiGLU rows path; tile_stride elements apart), up to `width`
-// columns. For kStore tiles to BF16 without router weights or split K
-// (bf16_rows_epilogue, gemm_params.hpp), where the F32 path's two passes of
-// scalar tile writes and float4 reads were 9-18% of the wide kernel's time
-// (ablation at 0e0a748, bench/results/2026-11-30-h200-0e0a748-epilogue-
-// parts.json). Rounding the scaled accumulator once, here as there, gives
-// the same bits.
-// Each token row leaves as one 1-D bulk copy (512 or 256 bytes), issued by
-// one thread, so the consumers go on to their next tile's K loop while the
-// copies drain instead of storing with the tensor cores idle. Callers: every
-// thread of the consumer warps calls it once its writes of the tile have
-// passed fence_proxy_async_shared and a barrier; each calls
-// ptx::bulk_wait_group_read_all() before the tile or the row table is
-// written again (before the barrier that precedes those writes) and
-// ptx::bulk_wait_group_all() before it exits. The rows spread over the
-// warps, a few lanes each, since a warp issues its lanes' copies one by one.
-// NOTES: the F32 path's two passes through one tile (e84c4a0) had to wait
-// for the first pass's copies before the second: 0.98x; here one pass holds
-// the whole tile.
+// of h on the SwiGLU rows path; tile_stride elements apart), 16 bytes per
+// lane: each store instruction writes whole output rows, 512 or 2 x 256
+// contiguous bytes, up to `width` columns. For kStore tiles to BF16
+// without router weights or split K (bf16_rows_epilogue, gemm_params.hpp),
+// where the F32 path's two passes of scalar tile writes and float4 reads
+// were 9-18% of the wide kernel's time (ablation at 0e0a748,
+// bench/results/2026-11-30-h200-0e0a748-epilogue-parts.json). Rounding the
+// scaled accumulator once, here as there, gives the same bits.
 template <int kTileRows, int kNumThreads>
-__device__ __forceinline__ void epilogue_bulk_store_bf16_rows(const GemmParams& p, const WorkTile& w,
-                                                              const uint16_t* tile, int tile_stride,
-                                                              const EpilogueRows* rows, int thread, int64_t width) {
+__device__ __forceinline__ void epilogue_store_bf16_rows(const GemmParams& p, const WorkTile& w, const uint16_t* tile,
+                                                         int tile_stride, const EpilogueRows* rows, int thread,
+                                                         int64_t width) {
+  // 16 bytes per lane: one warp per 256-row token row, two per 128-row one.
+  constexpr int kLanesPerRow = kTileRows / 8;
+  static_assert(kLanesPerRow <= 32 && 32 % kLanesPerRow == 0, "whole token rows per warp");
+  constexpr int kRowsPerWarp = 32 / kLanesPerRow;
   static_assert(kNumThreads % 32 == 0, "whole warps");
-  constexpr int kWarps = kNumThreads / 32;
   asm volatile("" : "+r"(thread));  // as in epilogue_store
-  const int tr = (thread % 32) * kWarps + thread / 32;
-  const int64_t col = int64_t(w.n_tile) * kTileRows;
-  if (tr >= w.num_rows || col >= width) return;  // columns past the output (N % 256 != 0, or F % 128 != 0 for h)
-  const uint32_t bytes = uint32_t(min(int64_t(kTileRows), width - col) * 2);
-  ptx::bulk_copy_s2g(static_cast<uint16_t*>(p.y) + rows[tr].out_row * p.y_stride + col, tile + tr * tile_stride,
-                     bytes);
-  ptx::bulk_commit_group();
+  const int lane = thread % 32, warp = thread / 32, piece = lane % kLanesPerRow;
+  const int64_t col = int64_t(w.n_tile) * kTileRows + piece * 8;
+  if (col >= width) return;  // columns past the output (N % 256 != 0, or F % 128 != 0 for h)
+  const uint16_t* src = tile + piece * 8;
+  auto* y = static_cast<uint16_t*>(p.y) + col;
+#pragma unroll 4
+  for (int tr = warp * kRowsPerWarp + lane / kLanesPerRow; tr < w.num_rows; tr += kNumThreads / 32 * kRowsPerWarp)
+    *reinterpret_cast<uint4*>(y + rows[tr].out_row * p.y_stride) =
+        *reinterpret_cast<const uint4*>(src + tr * tile_stride);
 }
 
 }  // namespace nvfp4moe::cuda

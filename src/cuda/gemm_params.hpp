@@ -129,12 +129,10 @@ struct GemmParams {
   NVFP4MOE_HOST_DEVICE int32_t n_tiles(int chunks) const { return (n + 64 * chunks - 1) / (64 * chunks); }
 };
 
-// The BF16 rows path (epilogue_bulk_store_bf16_rows, epilogue.cuh): kStore
-// tiles to BF16 without router weights or split K, whose output rows start
-// 16 bytes apart (bulk copies; the ops check y's alignment).
+// The BF16 rows path (epilogue_store_bf16_rows, epilogue.cuh): kStore tiles
+// to BF16 without router weights or split K.
 NVFP4MOE_HOST_DEVICE inline bool bf16_rows_epilogue(const GemmParams& p) {
-  return p.y_dtype == DType::kBF16 && p.epilogue == EpilogueKind::kStore && p.route_w == nullptr &&
-         p.k_splits == 1 && p.y_stride % 8 == 0;
+  return p.y_dtype == DType::kBF16 && p.epilogue == EpilogueKind::kStore && p.route_w == nullptr && p.k_splits == 1;
 }
 
 // The SwiGLU rows path: the layer's gate_up to its BF16 h, for tiles whose
@@ -144,7 +142,7 @@ NVFP4MOE_HOST_DEVICE inline bool bf16_rows_epilogue(const GemmParams& p) {
 // rows. N % 128 == 0 keeps every warpgroup's (gate, up) pair inside N.
 NVFP4MOE_HOST_DEVICE inline bool swiglu_rows_epilogue(const GemmParams& p) {
   return p.y_dtype == DType::kBF16 && p.epilogue == EpilogueKind::kSwiGLU && p.route_w == nullptr &&
-         p.k_splits == 1 && p.n % 128 == 0 && p.y_stride % 8 == 0;
+         p.k_splits == 1 && p.n % 128 == 0;
 }
 
 // Which epilogue a GEMM kernel instance runs. One kernel per path: A/B at

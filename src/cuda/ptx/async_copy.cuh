@@ -1,6 +1,5 @@
-// PTX wrappers: asynchronous copies. Global->shared through cp.async and the
-// 1-D bulk copy engine, completing on an mbarrier; shared->global through the
-// bulk copy engine, completing in bulk groups.
+// PTX wrappers: asynchronous global->shared copies (cp.async and the 1-D bulk
+// copy engine), completing on an mbarrier.
 #pragma once
 
 #include <cstdint>
@@ -36,26 +35,5 @@ __device__ __forceinline__ void bulk_copy_g2s(void* dst, const void* src, uint32
       "l"(src), "r"(bytes), "r"(smem_addr(bar))
       : "memory");
 }
-
-// 1-D bulk copy shared -> global in this thread's current bulk group; bytes
-// % 16 == 0, both addresses 16-byte aligned. The threads whose generic
-// stores wrote src need fence_proxy_async_shared (sync.cuh) and a barrier
-// with the issuing thread first.
-__device__ __forceinline__ void bulk_copy_s2g(void* dst, const void* src, uint32_t bytes) {
-  asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;" ::"l"(dst), "r"(smem_addr(src)),
-               "r"(bytes)
-               : "memory");
-}
-
-__device__ __forceinline__ void bulk_commit_group() { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }
-
-// Until none of this thread's bulk groups still reads its shared-memory
-// source (the sources may then be written again).
-__device__ __forceinline__ void bulk_wait_group_read_all() {
-  asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
-}
-
-// Until every one of this thread's bulk groups is complete, writes included.
-__device__ __forceinline__ void bulk_wait_group_all() { asm volatile("cp.async.bulk.wait_group 0;" ::: "memory"); }
 
 }  // namespace nvfp4moe::cuda::ptx

@@ -23,10 +23,9 @@
 // per SM; the 32-token tile may split K (k_splits) when there are too few
 // tiles to fill the GPU. choose_block_rows (ops.cu) picks the tile.
 // Epilogue (epilogue.cuh), one kernel per EpiloguePath: accumulators ->
-// alpha -> shared memory, transposed -> global memory; F32 in one pass per
-// chunk of each consumer (vector stores), or BF16 rows in one pass (stmatrix,
-// then one bulk copy per row that drains during the next tile's K loop), or,
-// for the layer's gate_up, SwiGLU in registers and then BF16 rows of h.
+// alpha -> shared memory, transposed -> vector stores; F32 in one pass per
+// chunk of each consumer, or BF16 rows in one pass (stmatrix), or, for the
+// layer's gate_up, SwiGLU in registers and then BF16 rows of h.
 // Schedule: scheduler.cuh.
 #pragma once
 
@@ -379,30 +378,26 @@ __device__ __forceinline__ void mma_tile(const GemmParams& p, SharedStorage<kBlo
     // registers (the F32 path's values, the same function), h rounded by
     // stmatrix into a BF16 tile[token][128 features], then whole rows out.
     static_assert(kBlocks == 2, "a gate and an up chunk per consumer");
-    ptx::bulk_wait_group_read_all();               // this thread's copies of the previous tile
-    ptx::named_barrier_sync(1, kConsumerThreads);  // ... and everyone's have read s.tile, s.rows
+    ptx::named_barrier_sync(1, kConsumerThreads);  // the previous tile's stores have read s.tile, s.rows
     epilogue_fill_rows(p, w, s.rows, wg * 128 + t, kConsumerThreads);
     if (chunks_active == kBlocks) {
       swiglu_in_place(p.act, acc[0], acc[1], (p.alpha ? p.alpha[w.expert] : 1.0f) * kWeightDownscale,
                       (p.alpha_up ? p.alpha_up[w.expert] : 1.0f) * kWeightDownscale);
       stmatrix_bf16(acc[0], 1.0f, wg * 64);
     }
-    ptx::fence_proxy_async_shared();  // the bulk copies read the tile
     ptx::named_barrier_sync(1, kConsumerThreads);
-    epilogue_bulk_store_bf16_rows<64 * Config::kConsumers, kConsumerThreads>(
-        p, w, s.tile.bf16, Smem::kBf16TileStride, s.rows, wg * 128 + t, p.n / 2);
+    epilogue_store_bf16_rows<64 * Config::kConsumers, kConsumerThreads>(p, w, s.tile.bf16, Smem::kBf16TileStride,
+                                                                        s.rows, wg * 128 + t, p.n / 2);
   } else if constexpr (kPath == EpiloguePath::kBf16Rows) {
     // One pass: every chunk into the BF16 tile, then whole output rows.
-    ptx::bulk_wait_group_read_all();               // this thread's copies of the previous tile
-    ptx::named_barrier_sync(1, kConsumerThreads);  // ... and everyone's have read s.tile, s.rows
+    ptx::named_barrier_sync(1, kConsumerThreads);  // the previous tile's stores have read s.tile, s.rows
     epilogue_fill_rows(p, w, s.rows, wg * 128 + t, kConsumerThreads);
 #pragma unroll
     for (int b = 0; b < kBlocks; ++b)
       if (b < chunks_active) stmatrix_bf16(acc[b], scale, (b * Config::kConsumers + wg) * 64);
-    ptx::fence_proxy_async_shared();  // the bulk copies read the tile
     ptx::named_barrier_sync(1, kConsumerThreads);
-    epilogue_bulk_store_bf16_rows<Smem::kTileRows, kConsumerThreads>(p, w, s.tile.bf16, Smem::kBf16TileStride,
-                                                                      s.rows, wg * 128 + t, p.n);
+    epilogue_store_bf16_rows<Smem::kTileRows, kConsumerThreads>(p, w, s.tile.bf16, Smem::kBf16TileStride, s.rows,
+                                                                 wg * 128 + t, p.n);
   } else {
     constexpr int kStride = SharedStorage<kBlockT>::kTileStride;
     const int row = wg * 64 + warp * 16 + g;
@@ -460,9 +455,6 @@ __device__ void consumer(const GemmParams& p, SharedStorage<kBlockT>& s, int wg,
       else mma_tile<128, kPath>(p, s, w, wg, t, chunks_active, ps);
     }
   }
-  // The BF16 rows paths' last output copies: their source is this CTA's
-  // shared memory.
-  ptx::bulk_wait_group_all();
 }
 
 // kTakeFromQueue: a persistent compact grid's CTAs take items from the
