@@ -366,7 +366,8 @@ __global__ void __launch_bounds__(kAllThreads, 3) weight_stream_kernel(const __g
     ps.advance(num_stages);
     codes_at = wrap ? codes_at - ring_back : codes_at + C::kStageBytes;
     scales_at = wrap ? scales_at - ring_back : scales_at + C::kStageBytes;
-    full_at = wrap ? full_at - uint32_t(num_stages - 1) * 8 : full_at + 8;
+    constexpr uint32_t kBarrierBytes = sizeof(s.full[0]);
+    full_at = wrap ? full_at - uint32_t(num_stages - 1) * kBarrierBytes : full_at + kBarrierBytes;
     x_at += C::kStageBlocks * 4 * kStepBytes;
     kb += C::kStageBlocks;
   }

@@ -515,16 +515,16 @@ TEST_F(GpuMulMatId, SchedulesBitIdenticalAndDeterministic) {
 // Light experts (choose_plan_options) run in a second launch with narrow
 // tiles, which may start beside the first; the class of a job must not
 // change its bits. A skewed routing leaves experts of both classes and
-// experts on either side of 32 rows: slot 0 is expert 5 (1200 rows), slot 1
-// one of experts 8-15 (150 each), slot 2 one of 16-31 (~75), slot 3 one of
-// 32-63 (~37: light and regular ones). Forced on, the classes equal one wide
-// launch (classes off, NVFP4MOE_BLOCK_ROWS=128) bit for bit, under both
-// schedules, with F32 and BF16 outputs; the NMSE bound holds (run_case).
-// Light experts in a second launch give the bits of one wide launch. The
-// second shape has 96 light experts x 3 N tiles = 288 light items, more than
-// two waves of SMs on an H200, so their grid is persistent and takes items
-// from the tile queue (takes_items_from_queue); the first one's light grid
-// is one CTA per item.
+// experts on either side of 32 rows: slot 0 is expert 5 (every token), slot
+// 1 one of experts 8-15, slot 2 one of 16-31, slot 3 one of the rest. With
+// E = 64, T = 1200 the rest are experts 32-63 at ~37 rows (light and
+// regular ones), and the light grid is one CTA per item; with E = 128,
+// T = 1024 they are 96 light experts at ~11 rows, x 3 N tiles = 288 light
+// items, more than two waves of SMs on an H200, so the light grid is
+// persistent and takes items from the tile queue (takes_items_from_queue).
+// Forced on, the classes equal one wide launch (classes off,
+// NVFP4MOE_BLOCK_ROWS=128) bit for bit, under both schedules, with F32 and
+// BF16 outputs; the NMSE bound holds (run_case).
 TEST_F(GpuMulMatId, LightExpertsGiveTheBitsOfOneWideLaunch) {
   for (const Case base : {Case{64, 512, 512, 1200, 4, false}, Case{128, 768, 256, 1024, 4, false}}) {
     SCOPED_TRACE(::testing::Message() << "E " << base.E << ", N " << base.N);
@@ -539,8 +539,8 @@ void GpuMulMatId::light_experts_against_one_wide_launch(const Case& base) {
   const ExpertWeights w = random_weights(rng, base.E, base.N, base.K);
   cuda::DeviceExpertWeights dw;
   ASSERT_OK(cuda::upload_expert_weights(w.view(), &dw));
-  // Slot 0 one heavy expert, slot 1 eight, slot 2 sixteen, slot 3 the rest
-  // (light: 37 rows each of 32 experts, ~11 of 96).
+  // Slot 0 one heavy expert, slot 1 one of eight, slot 2 one of sixteen,
+  // slot 3 one of the rest (the test's comment gives the rows).
   std::vector<int32_t> ids(size_t(base.T * base.k));
   for (int64_t t = 0; t < base.T; ++t) {
     ids[t * 4 + 0] = 5;
