@@ -155,12 +155,19 @@ TEST_F(GpuMoeLayer, BadIdsLeaveTheOutputUntouched) {
 // same F32 values with the same function and rounds h once, as the F32 tile
 // path does (NVFP4MOE_F32_EPILOGUE=1): the layer's output is the same bit for
 // bit, both activations, a last tile whose second warpgroup lies past N
-// (F = 320) and one that fills it (F = 256).
+// (F = 320) and one that fills it (F = 256); and at T = 8192 a persistent
+// grid (asserted), whose CTAs store each tile's h rows during their next
+// tile's K loop (kDeferredRowStores), here a short one (H = 128).
 TEST_F(GpuMoeLayer, SwiGLURowsEpilogueEqualsTheF32Path) {
+  const int64_t persistent_items = cuda::compact_items_bound(8192 * 4, 32, cuda::kBlockTWide, 3, 1);
+  ASSERT_EQ(ctx->num_sms(), cuda::compact_grid_ctas(persistent_items, ctx->num_sms(), cuda::kBlockTWide));
   for (const Activation act : {Activation::kSwiGLU, Activation::kSwiGLUOai}) {
-    for (const int64_t F : {int64_t(320), int64_t(256)}) {
-      const LayerCase c{8, 512, F, 400, 2, true, act};
-      std::mt19937_64 rng(test_seed() + uint64_t(F));
+    for (const LayerCase shape : {LayerCase{8, 512, 320, 400, 2}, LayerCase{8, 512, 256, 400, 2},
+                                  LayerCase{32, 128, 320, 8192, 4}}) {
+      const LayerCase c{shape.E, shape.H, shape.F, shape.T, shape.k, true, act};
+      const int64_t F = c.F;
+      ASSERT_EQ(cuda::kBlockTWide, cuda::choose_block_rows(c.T, c.k, c.E));
+      std::mt19937_64 rng(test_seed() + uint64_t(F * c.T));
       Built b = build(rng, c);
       cuda::DeviceMoeLayer layer;
       ASSERT_OK(cuda::upload_moe_layer(b.view, b.act, &layer));
@@ -173,7 +180,7 @@ TEST_F(GpuMoeLayer, SwiGLURowsEpilogueEqualsTheF32Path) {
       ASSERT_EQ(0, unsetenv("NVFP4MOE_F32_EPILOGUE"));
       for (size_t i = 0; i < rows.size(); ++i) ASSERT_FALSE(std::isnan(rows[i])) << "out[" << i << "] not written";
       EXPECT_EQ(0, std::memcmp(rows.data(), f32.data(), rows.size() * 4))
-          << activation_name(act) << " F=" << F << ": the SwiGLU rows epilogue differs from the F32 path";
+          << activation_name(act) << " F=" << F << " T=" << c.T << ": the SwiGLU rows epilogue differs from the F32 path";
     }
   }
 }

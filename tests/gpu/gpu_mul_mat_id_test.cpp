@@ -311,6 +311,38 @@ TEST_F(GpuMulMatId, Bf16RowsEpilogueEqualsTheF32Path) {
     }
 }
 
+// The wide tile stores a tile's BF16 rows during its CTA's next tile's K
+// loop (kDeferredRowStores, Bf16RowStores): in a persistent grid (asserted)
+// every CTA runs several tiles, and a short K range (2 K blocks: 4 fragment
+// steps for 16 rows per warp) leaves most rows to the next epilogue, a long
+// odd one (17 blocks) stores them all in the loop; N = 832 ends 64 columns
+// into its last tile. The outputs equal the F32 path's bit for bit.
+TEST_F(GpuMulMatId, Bf16RowsStoredAcrossTilesOfPersistentCtas) {
+  const int64_t E = 32, N = 832, T = 8192, k = 4;
+  ASSERT_EQ(cuda::kBlockTWide, cuda::choose_block_rows(T, k, E));
+  const int64_t items = cuda::compact_items_bound(T * k, E, cuda::kBlockTWide, 4, 1);
+  ASSERT_EQ(ctx->num_sms(), cuda::compact_grid_ctas(items, ctx->num_sms(), cuda::kBlockTWide));
+  for (const int64_t K : {int64_t(128), int64_t(1088)}) {
+    Case c{E, N, K, T, k, false, DType::kBF16, DType::kBF16};
+    c.sample_pairs = 64;
+    std::mt19937_64 rng(test_seed() + uint64_t(K));
+    const ExpertWeights w = random_weights(rng, c.E, c.N, c.K);
+    cuda::DeviceExpertWeights dw;
+    ASSERT_OK(cuda::upload_expert_weights(w.view(), &dw));
+    const std::vector<int32_t> ids = random_ids(rng, c.T, c.k, c.E);
+    std::mt19937_64 rng_f32 = rng;
+    CaseRun rows, f32;
+    run_case(c, rng, ids, w, dw, &rows);
+    ASSERT_EQ(0, setenv("NVFP4MOE_F32_EPILOGUE", "1", 1));
+    run_case(c, rng_f32, ids, w, dw, &f32);
+    ASSERT_EQ(0, unsetenv("NVFP4MOE_F32_EPILOGUE"));
+    if (HasFatalFailure()) return;
+    EXPECT_LE(rows.nmse, kNmseBf16Out) << "K=" << K << rows.wrong;
+    EXPECT_EQ(0, std::memcmp(rows.y.data(), f32.y.data(), rows.y.size() * 4))
+        << "K=" << K << ": the BF16 rows stored across tiles differ from the F32 path";
+  }
+}
+
 // Around the weight streamer (T <= kStreamMaxTokens) and its hand-over to
 // the plan path: T = 1..kStreamMaxTokens + 2 with F32 and BF16 x (the streamer stages them by different
 // paths, with zero columns past an expert's rows), the largest k and E the
