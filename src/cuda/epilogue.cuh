@@ -161,58 +161,25 @@ __device__ __forceinline__ void swiglu_in_place(const ActivationParams& a, float
 // were 9-18% of the wide kernel's time (ablation at 0e0a748,
 // bench/results/2026-11-30-h200-0e0a748-epilogue-parts.json). Rounding the
 // scaled accumulator once, here as there, gives the same bits.
-// A lane's rows are kRowStep apart. The stores can all run at once
-// (store_all) or one row at a time (store_one) while the next tile's K loop
-// runs, so that the tile's output leaves the SM beside the tensor-core work
-// instead of in a burst with the tensor cores idle: the tile and the row
-// table stay untouched until the caller's next epilogue, which first calls
-// store_all for whatever is left.
 template <int kTileRows, int kNumThreads>
-struct Bf16RowStores {
-  static constexpr int kLanesPerRow = kTileRows / 8;  // one warp per 256-row token row, two per 128-row one
+__device__ __forceinline__ void epilogue_store_bf16_rows(const GemmParams& p, const WorkTile& w, const uint16_t* tile,
+                                                         int tile_stride, const EpilogueRows* rows, int thread,
+                                                         int64_t width) {
+  // 16 bytes per lane: one warp per 256-row token row, two per 128-row one.
+  constexpr int kLanesPerRow = kTileRows / 8;
   static_assert(kLanesPerRow <= 32 && 32 % kLanesPerRow == 0, "whole token rows per warp");
+  constexpr int kRowsPerWarp = 32 / kLanesPerRow;
   static_assert(kNumThreads % 32 == 0, "whole warps");
-  static constexpr int kRowsPerWarp = 32 / kLanesPerRow;
-  static constexpr int kRowStep = kNumThreads / 32 * kRowsPerWarp;
-  uint16_t* y = nullptr;  // this lane's 8 columns of output row 0
-  int next = 0;           // the tile row this lane stores next
-  int end = 0;            // the tile's rows; 0 where this lane's columns lie past the output
-
-  __device__ __forceinline__ static int piece(int thread) { return thread % 32 % kLanesPerRow; }
-
-  __device__ __forceinline__ void arm(const GemmParams& p, const WorkTile& w, int thread, int64_t width) {
-    asm volatile("" : "+r"(thread));  // as in epilogue_store
-    const int64_t col = int64_t(w.n_tile) * kTileRows + piece(thread) * 8;
-    y = static_cast<uint16_t*>(p.y) + col;
-    next = thread / 32 * kRowsPerWarp + thread % 32 / kLanesPerRow;
-    // Columns past the output: N % 256 != 0, or F % 128 != 0 for h.
-    end = col < width ? w.num_rows : 0;
-  }
-
-  __device__ __forceinline__ void store_row(const GemmParams& p, const uint16_t* tile, int tile_stride,
-                                            const EpilogueRows* rows, int thread, int tr) const {
-    *reinterpret_cast<uint4*>(y + rows[tr].out_row * p.y_stride) =
-        *reinterpret_cast<const uint4*>(tile + tr * tile_stride + piece(thread) * 8);
-  }
-
-  // This lane's next row, if it has one left, without a branch: the K loop
-  // around the call must stay free of them (C7513), so the loads read row 0
-  // when none is left and only the store is predicated.
-  __device__ __forceinline__ void store_one(const GemmParams& p, const uint16_t* tile, int tile_stride,
-                                            const EpilogueRows* rows, int thread) {
-    const bool left = next < end;
-    const int tr = left ? next : 0;
-    const uint4 v = *reinterpret_cast<const uint4*>(tile + tr * tile_stride + piece(thread) * 8);
-    uint16_t* dst = y + rows[tr].out_row * p.y_stride;
-    if (left) *reinterpret_cast<uint4*>(dst) = v;
-    next += kRowStep;
-  }
-
-  __device__ __forceinline__ void store_all(const GemmParams& p, const uint16_t* tile, int tile_stride,
-                                            const EpilogueRows* rows, int thread) {
+  asm volatile("" : "+r"(thread));  // as in epilogue_store
+  const int lane = thread % 32, warp = thread / 32, piece = lane % kLanesPerRow;
+  const int64_t col = int64_t(w.n_tile) * kTileRows + piece * 8;
+  if (col >= width) return;  // columns past the output (N % 256 != 0, or F % 128 != 0 for h)
+  const uint16_t* src = tile + piece * 8;
+  auto* y = static_cast<uint16_t*>(p.y) + col;
 #pragma unroll 4
-    for (; next < end; next += kRowStep) store_row(p, tile, tile_stride, rows, thread, next);
-  }
-};
+  for (int tr = warp * kRowsPerWarp + lane / kLanesPerRow; tr < w.num_rows; tr += kNumThreads / 32 * kRowsPerWarp)
+    *reinterpret_cast<uint4*>(y + rows[tr].out_row * p.y_stride) =
+        *reinterpret_cast<const uint4*>(src + tr * tile_stride);
+}
 
 }  // namespace nvfp4moe::cuda

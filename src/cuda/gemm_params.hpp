@@ -129,7 +129,7 @@ struct GemmParams {
   NVFP4MOE_HOST_DEVICE int32_t n_tiles(int chunks) const { return (n + 64 * chunks - 1) / (64 * chunks); }
 };
 
-// The BF16 rows path (Bf16RowStores, epilogue.cuh): kStore tiles
+// The BF16 rows path (epilogue_store_bf16_rows, epilogue.cuh): kStore tiles
 // to BF16 without router weights or split K.
 NVFP4MOE_HOST_DEVICE inline bool bf16_rows_epilogue(const GemmParams& p) {
   return p.y_dtype == DType::kBF16 && p.epilogue == EpilogueKind::kStore && p.route_w == nullptr && p.k_splits == 1;

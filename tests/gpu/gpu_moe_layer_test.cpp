@@ -156,8 +156,8 @@ TEST_F(GpuMoeLayer, BadIdsLeaveTheOutputUntouched) {
 // path does (NVFP4MOE_F32_EPILOGUE=1): the layer's output is the same bit for
 // bit, both activations, a last tile whose second warpgroup lies past N
 // (F = 320) and one that fills it (F = 256); and at T = 8192 a persistent
-// grid (asserted), whose CTAs store each tile's h rows during their next
-// tile's K loop (kDeferredRowStores), here a short one (H = 128).
+// grid (asserted), whose CTAs run several tiles of h rows each, here with a
+// short K loop (H = 128).
 TEST_F(GpuMoeLayer, SwiGLURowsEpilogueEqualsTheF32Path) {
   const int64_t persistent_items = cuda::compact_items_bound(8192 * 4, 32, cuda::kBlockTWide, 3, 1);
   ASSERT_EQ(ctx->num_sms(), cuda::compact_grid_ctas(persistent_items, ctx->num_sms(), cuda::kBlockTWide));

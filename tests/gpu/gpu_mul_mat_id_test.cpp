@@ -311,12 +311,11 @@ TEST_F(GpuMulMatId, Bf16RowsEpilogueEqualsTheF32Path) {
     }
 }
 
-// The wide tile stores a tile's BF16 rows during its CTA's next tile's K
-// loop (kDeferredRowStores, Bf16RowStores): in a persistent grid (asserted)
-// every CTA runs several tiles, and a short K range (2 K blocks: 4 fragment
-// steps for 16 rows per warp) leaves most rows to the next epilogue, a long
-// odd one (17 blocks) stores them all in the loop; N = 832 ends 64 columns
-// into its last tile. The outputs equal the F32 path's bit for bit.
+// The BF16 rows epilogue in a persistent grid (asserted): every CTA runs
+// several wide tiles, each reusing the shared tile and row table of the one
+// before, with a short K range (2 K blocks) and a long odd one (17 blocks);
+// N = 832 ends 64 columns into its last tile. The outputs equal the F32
+// path's bit for bit.
 TEST_F(GpuMulMatId, Bf16RowsStoredAcrossTilesOfPersistentCtas) {
   const int64_t E = 32, N = 832, T = 8192, k = 4;
   ASSERT_EQ(cuda::kBlockTWide, cuda::choose_block_rows(T, k, E));

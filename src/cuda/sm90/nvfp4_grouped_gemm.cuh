@@ -255,30 +255,15 @@ __device__ __forceinline__ int chunk_of(int b, int wg) {
   return kPath == EpiloguePath::kSwiGLURows ? wg * kBlocks + b : b * kConsumers + wg;
 }
 
-// The BF16 rows paths' stores (Bf16RowStores, epilogue.cuh): a tile's rows
-// of BF16 output or h. The wide tile stores them one row per lane and
-// fragment step of the next tile's K loop (kDeferredRowStores); the narrow
-// and medium tiles at their epilogue, where their K loops have no register
-// to spare (C7512 on the medium one already).
-template <int kBlockT, EpiloguePath kPath>
-using RowStores = Bf16RowStores<64 * (kPath == EpiloguePath::kSwiGLURows ? TileConfig<kBlockT>::kConsumers
-                                                                          : TileConfig<kBlockT>::kChunks),
-                                128 * TileConfig<kBlockT>::kConsumers>;
-template <int kBlockT, EpiloguePath kPath>
-inline constexpr bool kDeferredRowStores = kBlockT == 128 && kPath != EpiloguePath::kF32Tile;
-
 template <int kN, EpiloguePath kPath, int kBlockT>
 __device__ __forceinline__ void mma_tile(const GemmParams& p, SharedStorage<kBlockT>& s, const WorkTile& w,
-                                         int wg, int t, int chunks_active, PipelineState& ps,
-                                         RowStores<kBlockT, kPath>& row_stores) {
+                                         int wg, int t, int chunks_active, PipelineState& ps) {
   using Mma = ptx::WgmmaBf16RS<kN>;
   using Config = TileConfig<kBlockT>;
   constexpr int kAcc = Mma::kAccumulators;
   constexpr int kBlocks = Config::kBlocks;
   constexpr int kStages = SharedStorage<kBlockT>::kStages;
   constexpr int kConsumerThreads = 128 * Config::kConsumers;
-  constexpr bool kDeferStores = kDeferredRowStores<kBlockT, kPath>;
-  using Smem = SharedStorage<kBlockT>;
   const int warp = t / 32, lane = t % 32, g = lane / 4, q = lane % 4;
   float acc[kBlocks][kAcc];
 #pragma unroll
@@ -335,7 +320,6 @@ __device__ __forceinline__ void mma_tile(const GemmParams& p, SharedStorage<kBlo
         Mma::mma(acc[b], abuf[step], block_desc + 2 * step, true);
       }
       ptx::wgmma_commit_group();
-      if constexpr (kDeferStores) row_stores.store_one(p, s.tile.bf16, Smem::kBf16TileStride, s.rows, wg * 128 + t);
       ptx::wgmma_wait_group<1>();
       if (last) release_previous();
     };
@@ -370,6 +354,7 @@ __device__ __forceinline__ void mma_tile(const GemmParams& p, SharedStorage<kBlo
   // Split K: raw partial sums; the reduction applies alpha once, in order.
   const float* alpha = (p.epilogue == EpilogueKind::kSwiGLU && wg % 2 == 1) ? p.alpha_up : p.alpha;
   const float scale = p.k_splits > 1 ? 1.0f : (alpha ? alpha[w.expert] : 1.0f) * kWeightDownscale;
+  using Smem = SharedStorage<kBlockT>;
   // Scaled, rounded and transposed into the BF16 tile by stmatrix, 4
   // matrices of 8 weight rows x 8 tokens per instruction: the values of
   // weight rows tile_row0 + warp * 16 + (0..15) of this consumer.
@@ -393,7 +378,6 @@ __device__ __forceinline__ void mma_tile(const GemmParams& p, SharedStorage<kBlo
     // registers (the F32 path's values, the same function), h rounded by
     // stmatrix into a BF16 tile[token][128 features], then whole rows out.
     static_assert(kBlocks == 2, "a gate and an up chunk per consumer");
-    if constexpr (kDeferStores) row_stores.store_all(p, s.tile.bf16, Smem::kBf16TileStride, s.rows, wg * 128 + t);
     ptx::named_barrier_sync(1, kConsumerThreads);  // the previous tile's stores have read s.tile, s.rows
     epilogue_fill_rows(p, w, s.rows, wg * 128 + t, kConsumerThreads);
     if (chunks_active == kBlocks) {
@@ -402,19 +386,18 @@ __device__ __forceinline__ void mma_tile(const GemmParams& p, SharedStorage<kBlo
       stmatrix_bf16(acc[0], 1.0f, wg * 64);
     }
     ptx::named_barrier_sync(1, kConsumerThreads);
-    row_stores.arm(p, w, wg * 128 + t, p.n / 2);
-    if constexpr (!kDeferStores) row_stores.store_all(p, s.tile.bf16, Smem::kBf16TileStride, s.rows, wg * 128 + t);
+    epilogue_store_bf16_rows<64 * Config::kConsumers, kConsumerThreads>(p, w, s.tile.bf16, Smem::kBf16TileStride,
+                                                                        s.rows, wg * 128 + t, p.n / 2);
   } else if constexpr (kPath == EpiloguePath::kBf16Rows) {
     // One pass: every chunk into the BF16 tile, then whole output rows.
-    if constexpr (kDeferStores) row_stores.store_all(p, s.tile.bf16, Smem::kBf16TileStride, s.rows, wg * 128 + t);
     ptx::named_barrier_sync(1, kConsumerThreads);  // the previous tile's stores have read s.tile, s.rows
     epilogue_fill_rows(p, w, s.rows, wg * 128 + t, kConsumerThreads);
 #pragma unroll
     for (int b = 0; b < kBlocks; ++b)
       if (b < chunks_active) stmatrix_bf16(acc[b], scale, (b * Config::kConsumers + wg) * 64);
     ptx::named_barrier_sync(1, kConsumerThreads);
-    row_stores.arm(p, w, wg * 128 + t, p.n);
-    if constexpr (!kDeferStores) row_stores.store_all(p, s.tile.bf16, Smem::kBf16TileStride, s.rows, wg * 128 + t);
+    epilogue_store_bf16_rows<Smem::kTileRows, kConsumerThreads>(p, w, s.tile.bf16, Smem::kBf16TileStride, s.rows,
+                                                                 wg * 128 + t, p.n);
   } else {
     constexpr int kStride = SharedStorage<kBlockT>::kTileStride;
     const int row = wg * 64 + warp * 16 + g;
@@ -449,7 +432,6 @@ __device__ void consumer(const GemmParams& p, SharedStorage<kBlockT>& s, int wg,
   const int n_blocks = p.n / kSm90ChunkRows;
   TileScheduler<kBlockT, Config::kChunks, kTakeFromQueue> sched(p, s.ring, false);
   PipelineState ps;
-  RowStores<kBlockT, kPath> row_stores;
   WorkTile w;
   while (sched.next_tile(w)) {
     // This warpgroup's chunks inside N (chunk_of). On the SwiGLU rows path
@@ -465,17 +447,14 @@ __device__ void consumer(const GemmParams& p, SharedStorage<kBlockT>& s, int wg,
     // adding a 16-wide path to the 128 kernel makes ptxas serialize its
     // wgmmas for lack of registers (C7512).
     if (w.tile_rows <= kMinMmaWidth) {
-      mma_tile<32, kPath>(p, s, w, wg, t, chunks_active, ps, row_stores);
+      mma_tile<32, kPath>(p, s, w, wg, t, chunks_active, ps);
     } else if constexpr (kBlockT == 64) {
-      mma_tile<64, kPath>(p, s, w, wg, t, chunks_active, ps, row_stores);
+      mma_tile<64, kPath>(p, s, w, wg, t, chunks_active, ps);
     } else if constexpr (kBlockT >= 128) {
-      if (w.tile_rows <= 64) mma_tile<64, kPath>(p, s, w, wg, t, chunks_active, ps, row_stores);
-      else mma_tile<128, kPath>(p, s, w, wg, t, chunks_active, ps, row_stores);
+      if (w.tile_rows <= 64) mma_tile<64, kPath>(p, s, w, wg, t, chunks_active, ps);
+      else mma_tile<128, kPath>(p, s, w, wg, t, chunks_active, ps);
     }
   }
-  // The last tile's rows (kDeferredRowStores).
-  if constexpr (kDeferredRowStores<kBlockT, kPath>)
-    row_stores.store_all(p, s.tile.bf16, SharedStorage<kBlockT>::kBf16TileStride, s.rows, wg * 128 + t);
 }
 
 // kTakeFromQueue: a persistent compact grid's CTAs take items from the
