@@ -52,20 +52,33 @@ __device__ __forceinline__ void store4(const GemmParams& p, int64_t row, int64_t
   }
 }
 
-// Where each token row of the tile goes, and its router weight, looked up
-// once per tile (one load per row, all in flight together) so the store
-// loop below touches only shared memory and the output.
+// Where each token row of the tile goes, and its router weight, in shared
+// memory so the store loop below touches only shared memory and the output.
 struct EpilogueRows {
   int64_t out_row;
   float route_w;
 };
 
-__device__ __forceinline__ void epilogue_fill_rows(const GemmParams& p, const WorkTile& w, EpilogueRows* rows,
-                                                   int thread, int num_threads) {
-  for (int tr = thread; tr < w.num_rows; tr += num_threads) {
-    const int32_t r = w.row_begin + tr;
-    rows[tr] = {map_row(p.y_map, p.sorted_src, p.top_k, r), p.route_w ? p.route_w[p.sorted_src[r]] : 1.0f};
+// Tile row `thread`'s sorted_src entry and router weight, loaded by one
+// consumer thread per row (a tile has no more rows than consumer threads)
+// before its K loop, so that the epilogue waits for no global load.
+struct RowSource {
+  int32_t src = 0;
+  float route_w = 1.0f;
+};
+
+__device__ __forceinline__ RowSource load_row_source(const GemmParams& p, const WorkTile& w, int thread) {
+  RowSource rs;
+  if (thread < w.num_rows && (p.y_map != RowMap::kCompact || p.route_w)) {
+    rs.src = p.sorted_src[w.row_begin + thread];
+    if (p.route_w) rs.route_w = p.route_w[rs.src];
   }
+  return rs;
+}
+
+__device__ __forceinline__ void epilogue_fill_rows(const GemmParams& p, const WorkTile& w, EpilogueRows* rows,
+                                                   RowSource rs, int thread) {
+  if (thread < w.num_rows) rows[thread] = {map_row_from(p.y_map, rs.src, p.top_k, w.row_begin + thread), rs.route_w};
 }
 
 // SwiGLU on four adjacent features, then the router weight. The one place

@@ -178,12 +178,18 @@ struct TileScheduler {
   }
 };
 
-__device__ __forceinline__ int64_t map_row(RowMap map, const int32_t* sorted_src, int32_t top_k, int32_t r) {
+// Sorted row r's row of x or y, from its sorted_src entry src (read only
+// where the map needs it).
+__device__ __forceinline__ int64_t map_row_from(RowMap map, int32_t src, int32_t top_k, int32_t r) {
   switch (map) {
-    case RowMap::kToken: return sorted_src[r] / top_k;
-    case RowMap::kPair: return sorted_src[r];
+    case RowMap::kToken: return src / top_k;
+    case RowMap::kPair: return src;
     default: return r;
   }
+}
+
+__device__ __forceinline__ int64_t map_row(RowMap map, const int32_t* sorted_src, int32_t top_k, int32_t r) {
+  return map_row_from(map, map == RowMap::kCompact ? 0 : sorted_src[r], top_k, r);
 }
 
 }  // namespace nvfp4moe::cuda

@@ -265,6 +265,8 @@ __device__ __forceinline__ void mma_tile(const GemmParams& p, SharedStorage<kBlo
   constexpr int kStages = SharedStorage<kBlockT>::kStages;
   constexpr int kConsumerThreads = 128 * Config::kConsumers;
   const int warp = t / 32, lane = t % 32, g = lane / 4, q = lane % 4;
+  static_assert(kBlockT <= kConsumerThreads, "one row-table entry per consumer thread");
+  const RowSource row_source = load_row_source(p, w, wg * 128 + t);
   float acc[kBlocks][kAcc];
 #pragma unroll
   for (int b = 0; b < kBlocks; ++b)
@@ -379,7 +381,7 @@ __device__ __forceinline__ void mma_tile(const GemmParams& p, SharedStorage<kBlo
     // stmatrix into a BF16 tile[token][128 features], then whole rows out.
     static_assert(kBlocks == 2, "a gate and an up chunk per consumer");
     ptx::named_barrier_sync(1, kConsumerThreads);  // the previous tile's stores have read s.tile, s.rows
-    epilogue_fill_rows(p, w, s.rows, wg * 128 + t, kConsumerThreads);
+    epilogue_fill_rows(p, w, s.rows, row_source, wg * 128 + t);
     if (chunks_active == kBlocks) {
       swiglu_in_place(p.act, acc[0], acc[1], (p.alpha ? p.alpha[w.expert] : 1.0f) * kWeightDownscale,
                       (p.alpha_up ? p.alpha_up[w.expert] : 1.0f) * kWeightDownscale);
@@ -391,7 +393,7 @@ __device__ __forceinline__ void mma_tile(const GemmParams& p, SharedStorage<kBlo
   } else if constexpr (kPath == EpiloguePath::kBf16Rows) {
     // One pass: every chunk into the BF16 tile, then whole output rows.
     ptx::named_barrier_sync(1, kConsumerThreads);  // the previous tile's stores have read s.tile, s.rows
-    epilogue_fill_rows(p, w, s.rows, wg * 128 + t, kConsumerThreads);
+    epilogue_fill_rows(p, w, s.rows, row_source, wg * 128 + t);
 #pragma unroll
     for (int b = 0; b < kBlocks; ++b)
       if (b < chunks_active) stmatrix_bf16(acc[b], scale, (b * Config::kConsumers + wg) * 64);
@@ -405,7 +407,7 @@ __device__ __forceinline__ void mma_tile(const GemmParams& p, SharedStorage<kBlo
     for (int b = 0; b < kBlocks; ++b) {
       // The previous pass's (or tile's) stores have read s.tile and s.rows.
       ptx::named_barrier_sync(1, kConsumerThreads);
-      if (b == 0) epilogue_fill_rows(p, w, s.rows, wg * 128 + t, kConsumerThreads);
+      if (b == 0) epilogue_fill_rows(p, w, s.rows, row_source, wg * 128 + t);
       if (b < chunks_active) {
 #pragma unroll
         for (int i = 0; i < kAcc / 4; ++i) {
