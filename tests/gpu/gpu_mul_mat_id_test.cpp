@@ -98,6 +98,21 @@ class GpuMulMatId : public GpuTest {
 
   void capture_and_replay(int64_t T);
 
+  // One case on the same weights, ids and x twice: through the epilogue its
+  // shape picks (rows) and through the F32 tile path (f32,
+  // NVFP4MOE_F32_EPILOGUE=1); each run draws x from a copy of one generator.
+  void run_rows_and_f32_path(const Case& c, uint64_t seed, CaseRun* rows, CaseRun* f32) {
+    std::mt19937_64 rng(seed);
+    const ExpertWeights w = random_weights(rng, c.E, c.N, c.K);
+    cuda::DeviceExpertWeights dw;
+    ASSERT_OK(cuda::upload_expert_weights(w.view(), &dw));
+    const std::vector<int32_t> ids = random_ids(rng, c.T, c.k, c.E);
+    std::mt19937_64 rng_f32 = rng;
+    run_case(c, rng, ids, w, dw, rows);
+    const ScopedEnv f32_epilogue("NVFP4MOE_F32_EPILOGUE", "1");
+    run_case(c, rng_f32, ids, w, dw, f32);
+  }
+
   void check_case(const Case& c, const char* label) {
     std::mt19937_64 rng(test_seed());
     ExpertWeights w = random_weights(rng, c.E, c.N, c.K);
@@ -293,18 +308,8 @@ TEST_F(GpuMulMatId, Bf16RowsEpilogueEqualsTheF32Path) {
       const Case c{4, N, 256, T, 2, false, DType::kF32, DType::kBF16};
       const int32_t tile = T == 16 ? cuda::kBlockTNarrow : T == 56 ? cuda::kBlockTMedium : cuda::kBlockTWide;
       ASSERT_EQ(tile, cuda::choose_block_rows(c.T, c.k, c.E)) << "T=" << T;
-      std::mt19937_64 rng(test_seed() + uint64_t(T * N));
-      const ExpertWeights w = random_weights(rng, c.E, c.N, c.K);
-      cuda::DeviceExpertWeights dw;
-      ASSERT_OK(cuda::upload_expert_weights(w.view(), &dw));
-      const std::vector<int32_t> ids = random_ids(rng, c.T, c.k, c.E);
-      // The same x for both runs: each draws it from a copy of one generator.
-      std::mt19937_64 rng_f32 = rng;
       CaseRun rows, f32;
-      run_case(c, rng, ids, w, dw, &rows);
-      ASSERT_EQ(0, setenv("NVFP4MOE_F32_EPILOGUE", "1", 1));
-      run_case(c, rng_f32, ids, w, dw, &f32);
-      ASSERT_EQ(0, unsetenv("NVFP4MOE_F32_EPILOGUE"));
+      run_rows_and_f32_path(c, test_seed() + uint64_t(T * N), &rows, &f32);
       if (HasFatalFailure()) return;
       EXPECT_EQ(0, std::memcmp(rows.y.data(), f32.y.data(), rows.y.size() * 4))
           << "T=" << T << " N=" << N << ": the BF16 rows epilogue differs from the F32 path";
@@ -324,17 +329,8 @@ TEST_F(GpuMulMatId, Bf16RowsStoredAcrossTilesOfPersistentCtas) {
   for (const int64_t K : {int64_t(128), int64_t(1088)}) {
     Case c{E, N, K, T, k, false, DType::kBF16, DType::kBF16};
     c.sample_pairs = 64;
-    std::mt19937_64 rng(test_seed() + uint64_t(K));
-    const ExpertWeights w = random_weights(rng, c.E, c.N, c.K);
-    cuda::DeviceExpertWeights dw;
-    ASSERT_OK(cuda::upload_expert_weights(w.view(), &dw));
-    const std::vector<int32_t> ids = random_ids(rng, c.T, c.k, c.E);
-    std::mt19937_64 rng_f32 = rng;
     CaseRun rows, f32;
-    run_case(c, rng, ids, w, dw, &rows);
-    ASSERT_EQ(0, setenv("NVFP4MOE_F32_EPILOGUE", "1", 1));
-    run_case(c, rng_f32, ids, w, dw, &f32);
-    ASSERT_EQ(0, unsetenv("NVFP4MOE_F32_EPILOGUE"));
+    run_rows_and_f32_path(c, test_seed() + uint64_t(K), &rows, &f32);
     if (HasFatalFailure()) return;
     EXPECT_LE(rows.nmse, kNmseBf16Out) << "K=" << K << rows.wrong;
     EXPECT_EQ(0, std::memcmp(rows.y.data(), f32.y.data(), rows.y.size() * 4))
