@@ -159,11 +159,13 @@ TEST_F(GpuMoeLayer, BadIdsLeaveTheOutputUntouched) {
 // grid (asserted), whose CTAs run several tiles of h rows each, here with a
 // short K loop (H = 128).
 TEST_F(GpuMoeLayer, SwiGLURowsEpilogueEqualsTheF32Path) {
-  const int64_t persistent_items = cuda::compact_items_bound(8192 * 4, 32, cuda::kBlockTWide, 3, 1);
+  const LayerCase persistent{32, 128, 320, 8192, 4};
+  // gate_up's N tiles: 2F rows in tiles of 256.
+  const int64_t persistent_items = cuda::compact_items_bound(persistent.T * persistent.k, persistent.E,
+                                                             cuda::kBlockTWide, (2 * persistent.F + 255) / 256, 1);
   ASSERT_EQ(ctx->num_sms(), cuda::compact_grid_ctas(persistent_items, ctx->num_sms(), cuda::kBlockTWide));
   for (const Activation act : {Activation::kSwiGLU, Activation::kSwiGLUOai}) {
-    for (const LayerCase shape : {LayerCase{8, 512, 320, 400, 2}, LayerCase{8, 512, 256, 400, 2},
-                                  LayerCase{32, 128, 320, 8192, 4}}) {
+    for (const LayerCase shape : {LayerCase{8, 512, 320, 400, 2}, LayerCase{8, 512, 256, 400, 2}, persistent}) {
       const LayerCase c{shape.E, shape.H, shape.F, shape.T, shape.k, true, act};
       const int64_t F = c.F;
       ASSERT_EQ(cuda::kBlockTWide, cuda::choose_block_rows(c.T, c.k, c.E));

@@ -324,7 +324,7 @@ TEST_F(GpuMulMatId, Bf16RowsEpilogueEqualsTheF32Path) {
 TEST_F(GpuMulMatId, Bf16RowsStoredAcrossTilesOfPersistentCtas) {
   const int64_t E = 32, N = 832, T = 8192, k = 4;
   ASSERT_EQ(cuda::kBlockTWide, cuda::choose_block_rows(T, k, E));
-  const int64_t items = cuda::compact_items_bound(T * k, E, cuda::kBlockTWide, 4, 1);
+  const int64_t items = cuda::compact_items_bound(T * k, E, cuda::kBlockTWide, (N + 255) / 256, 1);
   ASSERT_EQ(ctx->num_sms(), cuda::compact_grid_ctas(items, ctx->num_sms(), cuda::kBlockTWide));
   for (const int64_t K : {int64_t(128), int64_t(1088)}) {
     Case c{E, N, K, T, k, false, DType::kBF16, DType::kBF16};
