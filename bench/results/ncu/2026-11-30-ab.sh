@@ -26,7 +26,12 @@ build . build-new
 tags="$tags new"
 IFS=';' read -r -a list <<< "$cases"
 for rep in $(seq ${AB_REPS:-2}); do
-  for b in $tags; do
+  # Even repetitions run the builds in reverse order: on a bimodal case the
+  # first cases of a call ran faster, which leaned the minima towards the
+  # build that always went first (perf.md, twenty-fourth session).
+  order=$tags
+  [ $((rep % 2)) = 0 ] && order=$(echo $tags | tr ' ' '\n' | tac | tr '\n' ' ')
+  for b in $order; do
     for c in "${list[@]}"; do
       # shellcheck disable=SC2086
       timeout 120 build-$b/nvfp4moe bench --device cuda $c 2>/dev/null | grep -E "^\| [a-z]" | grep -v "^| preset" |
