@@ -60,11 +60,8 @@ struct EpilogueRows {
 };
 
 // Tile row `thread`'s sorted_src entry and router weight, loaded by one
-// consumer thread per row (a tile has no more rows than consumer threads),
-// so that the epilogue waits for no global load: the entry before the K
-// loop (load_row_source), the weight it indexes while the last wgmma group
-// runs (load_route_weight), so that only the entry stays in a register
-// across the loop.
+// consumer thread per row (a tile has no more rows than consumer threads)
+// before its K loop, so that the epilogue waits for no global load.
 struct RowSource {
   int32_t src = 0;
   float route_w = 1.0f;
@@ -72,12 +69,11 @@ struct RowSource {
 
 __device__ __forceinline__ RowSource load_row_source(const GemmParams& p, const WorkTile& w, int thread) {
   RowSource rs;
-  if (thread < w.num_rows && (p.y_map != RowMap::kCompact || p.route_w)) rs.src = p.sorted_src[w.row_begin + thread];
+  if (thread < w.num_rows && (p.y_map != RowMap::kCompact || p.route_w)) {
+    rs.src = p.sorted_src[w.row_begin + thread];
+    if (p.route_w) rs.route_w = p.route_w[rs.src];
+  }
   return rs;
-}
-
-__device__ __forceinline__ void load_route_weight(const GemmParams& p, const WorkTile& w, RowSource& rs, int thread) {
-  if (p.route_w && thread < w.num_rows) rs.route_w = p.route_w[rs.src];
 }
 
 __device__ __forceinline__ void epilogue_fill_rows(const GemmParams& p, const WorkTile& w, EpilogueRows* rows,

@@ -283,7 +283,7 @@ __device__ __forceinline__ void mma_tile(const GemmParams& p, SharedStorage<kBlo
   constexpr int kConsumerThreads = 128 * Config::kConsumers;
   const int warp = t / 32, lane = t % 32, g = lane / 4, q = lane % 4;
   static_assert(kBlockT <= kConsumerThreads, "one row-table entry per consumer thread");
-  RowSource row_source = load_row_source(p, w, wg * 128 + t);
+  const RowSource row_source = load_row_source(p, w, wg * 128 + t);
   float acc[kBlocks][kAcc];
 #pragma unroll
   for (int b = 0; b < kBlocks; ++b)
@@ -362,7 +362,6 @@ __device__ __forceinline__ void mma_tile(const GemmParams& p, SharedStorage<kBlo
     // first shared-memory write (SASS: the LDG sat between the final wait
     // and the first barrier).
     scales = load_tile_scales<kPath>(p, w, wg);
-    load_route_weight(p, w, row_source, wg * 128 + t);
     ptx::wgmma_wait_group<0>();
 #pragma unroll
     for (int b = 0; b < kBlocks; ++b) ptx::wgmma_fence_operands(acc[b]);
@@ -374,7 +373,6 @@ __device__ __forceinline__ void mma_tile(const GemmParams& p, SharedStorage<kBlo
       ptx::mbarrier_wait_parity(&s.full[ps.stage], ps.phase);
       release_previous();
     }
-    load_route_weight(p, w, row_source, wg * 128 + t);  // the row table holds every thread's row
   }
   ptx::mbarrier_arrive(&s.empty[prev_stage]);
 
