@@ -250,23 +250,6 @@ __device__ void producer(const GemmParams& p, SharedStorage<kBlockT>& s, int t) 
 // Chunk b of this warpgroup is chunk b * kConsumers + wg of the tile, or, on
 // the SwiGLU rows path, wg * kBlocks + b: a gate chunk and the up chunk of
 // the same features (gate_up's 64-row blocks alternate gate, up).
-// The factors a consumer's accumulators are multiplied by: alpha of the
-// tile's expert (of its up chunks for a SwiGLU tile's odd warpgroups) times
-// the downscale the dequant folded in; 1 with split K, whose reduction
-// applies alpha once, in order. On the SwiGLU rows path a consumer holds a
-// gate and an up chunk: first scales the gate, second the up.
-struct TileScales {
-  float first = 1.0f, second = 1.0f;
-};
-
-template <EpiloguePath kPath>
-__device__ __forceinline__ TileScales load_tile_scales(const GemmParams& p, const WorkTile& w, int wg) {
-  const auto scaled = [&](const float* alpha) { return (alpha ? alpha[w.expert] : 1.0f) * kWeightDownscale; };
-  if constexpr (kPath == EpiloguePath::kSwiGLURows) return {scaled(p.alpha), scaled(p.alpha_up)};
-  if (p.k_splits > 1) return {};
-  return {scaled(p.epilogue == EpilogueKind::kSwiGLU && wg % 2 == 1 ? p.alpha_up : p.alpha)};
-}
-
 template <EpiloguePath kPath, int kBlocks, int kConsumers>
 __device__ __forceinline__ int chunk_of(int b, int wg) {
   return kPath == EpiloguePath::kSwiGLURows ? wg * kBlocks + b : b * kConsumers + wg;
@@ -290,7 +273,6 @@ __device__ __forceinline__ void mma_tile(const GemmParams& p, SharedStorage<kBlo
 #pragma unroll
     for (int i = 0; i < kAcc; ++i) acc[b][i] = 0.0f;
   int prev_stage = -1;
-  TileScales scales;
   // Every consumer thread releases the stage it read: each thread's own
   // fragment loads come before its own arrive, an ordering racecheck can
   // check. NOTES: lane 0's arrive after __syncwarp was 1.3% faster at one
@@ -357,11 +339,6 @@ __device__ __forceinline__ void mma_tile(const GemmParams& p, SharedStorage<kBlo
 #pragma unroll
       for (int b = 0; b < kBlocks; ++b) fragment_step(0, b, a[b % 2], b == kBlocks - 1);
     }
-    // Loaded while the last wgmma group runs, not after it: a load after
-    // the wait left its L2 latency between the K loop and the epilogue's
-    // first shared-memory write (SASS: the LDG sat between the final wait
-    // and the first barrier).
-    scales = load_tile_scales<kPath>(p, w, wg);
     ptx::wgmma_wait_group<0>();
 #pragma unroll
     for (int b = 0; b < kBlocks; ++b) ptx::wgmma_fence_operands(acc[b]);
@@ -376,7 +353,9 @@ __device__ __forceinline__ void mma_tile(const GemmParams& p, SharedStorage<kBlo
   }
   ptx::mbarrier_arrive(&s.empty[prev_stage]);
 
-  const float scale = scales.first;
+  // Split K: raw partial sums; the reduction applies alpha once, in order.
+  const float* alpha = (p.epilogue == EpilogueKind::kSwiGLU && wg % 2 == 1) ? p.alpha_up : p.alpha;
+  const float scale = p.k_splits > 1 ? 1.0f : (alpha ? alpha[w.expert] : 1.0f) * kWeightDownscale;
   using Smem = SharedStorage<kBlockT>;
   // Scaled, rounded and transposed into the BF16 tile by stmatrix, 4
   // matrices of 8 weight rows x 8 tokens per instruction: the values of
@@ -404,7 +383,8 @@ __device__ __forceinline__ void mma_tile(const GemmParams& p, SharedStorage<kBlo
     ptx::named_barrier_sync(1, kConsumerThreads);  // the previous tile's stores have read s.tile, s.rows
     epilogue_fill_rows(p, w, s.rows, row_source, wg * 128 + t);
     if (chunks_active == kBlocks) {
-      swiglu_in_place(p.act, acc[0], acc[1], scales.first, scales.second);
+      swiglu_in_place(p.act, acc[0], acc[1], (p.alpha ? p.alpha[w.expert] : 1.0f) * kWeightDownscale,
+                      (p.alpha_up ? p.alpha_up[w.expert] : 1.0f) * kWeightDownscale);
       stmatrix_bf16(acc[0], 1.0f, wg * 64);
     }
     ptx::named_barrier_sync(1, kConsumerThreads);
