@@ -32,7 +32,9 @@ build() {
 build . build-stp-base & build .stp build-stp-nostore & wait
 IFS=';' read -r -a list <<< "$cases"
 for b in base nostore; do
+  i=0
   for c in "${list[@]}"; do
+    i=$((i + 1))
     echo "######## $b: $c" >> "$out/ncu.txt"
     # shellcheck disable=SC2086
     timeout 200 ncu --clock-control none -k "regex:grouped_gemm" --launch-skip 4 --launch-count 1 --set full \
@@ -42,5 +44,8 @@ for b in base nostore; do
       echo "==== hottest SASS (stall samples)"
       ncu --import /tmp/stp.ncu-rep --page source --csv --print-source sass 2>/dev/null | python3 scripts/ncu_hot_lines.py 30
     } >> "$out/ncu.txt" 2>&1
+    # Every metric of the profile (stall reasons, L1/L2 store and load
+    # traffic by unit), so the comparison is not limited to the lines above.
+    ncu --import /tmp/stp.ncu-rep --page raw --csv > "$out/raw-$b-$i.csv" 2>&1
   done
 done
