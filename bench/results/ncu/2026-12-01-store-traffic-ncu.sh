@@ -47,5 +47,8 @@ for b in base nostore; do
     # Every metric of the profile (stall reasons, L1/L2 store and load
     # traffic by unit), so the comparison is not limited to the lines above.
     ncu --import /tmp/stp.ncu-rep --page raw --csv > "$out/raw-$b-$i.csv" 2>&1
+    # Every SASS line with its samples by stall reason (the columns the
+    # lines above sum), to attribute each reason's growth to code.
+    ncu --import /tmp/stp.ncu-rep --page source --csv --print-source sass 2>/dev/null | gzip > "$out/source-$b-$i.csv.gz"
   done
 done
