@@ -7,10 +7,13 @@
 
 #include <cuda_bf16.h>
 
+#include <cstddef>
 #include <cstdint>
 
 #include "cuda/gemm_params.hpp"
+#include "cuda/ptx/ld_shared.cuh"
 #include "cuda/ptx/sfu.cuh"
+#include "cuda/ptx/st_global.cuh"
 #include "cuda/scheduler.cuh"
 
 namespace nvfp4moe::cuda {
@@ -174,7 +177,7 @@ __device__ __forceinline__ void swiglu_in_place(const ActivationParams& a, float
 // were 9-18% of the wide kernel's time (ablation at 0e0a748,
 // bench/results/2026-11-30-h200-0e0a748-epilogue-parts.json). Rounding the
 // scaled accumulator once, here as there, gives the same bits.
-template <int kTileRows, int kNumThreads>
+template <int kTileRows, int kNumThreads, int kMaxRows>
 __device__ __forceinline__ void epilogue_store_bf16_rows(const GemmParams& p, const WorkTile& w, const uint16_t* tile,
                                                          int tile_stride, const EpilogueRows* rows, int thread,
                                                          int64_t width) {
@@ -183,16 +186,45 @@ __device__ __forceinline__ void epilogue_store_bf16_rows(const GemmParams& p, co
   static_assert(kLanesPerRow <= 32 && 32 % kLanesPerRow == 0, "whole token rows per warp");
   constexpr int kRowsPerWarp = 32 / kLanesPerRow;
   static_assert(kNumThreads % 32 == 0, "whole warps");
+  constexpr int kRowsPerPass = kNumThreads / 32 * kRowsPerWarp;
+  // Every row of the lane (at most kMaxRows, the wgmma width, per tile) in
+  // one unrolled sequence of loads and then predicated stores, so that
+  // several rows' shared loads are in flight ahead of the stores instead
+  // of each store waiting behind its own two. NOTES: ncu of qwen3 down
+  // T=2048 (bench/results/ncu/2026-12-02-h200-dedcfc9-store-traffic-*):
+  // with a loop of four rows per unrolled step, 29% of the store loop's
+  // stall samples waited on those loads (short scoreboard), and the loop
+  // was 10.5% of the consumers' samples; the K loop stalled no more than
+  // without the stores.
+  constexpr int kIters = (kMaxRows + kRowsPerPass - 1) / kRowsPerPass;
+  static_assert(kIters <= 16, "the lane's rows are held in registers: 6 per row");
   asm volatile("" : "+r"(thread));  // as in epilogue_store
   const int lane = thread % 32, warp = thread / 32, piece = lane % kLanesPerRow;
   const int64_t col = int64_t(w.n_tile) * kTileRows + piece * 8;
   if (col >= width) return;  // columns past the output (N % 256 != 0, or F % 128 != 0 for h)
   const uint16_t* src = tile + piece * 8;
   auto* y = static_cast<uint16_t*>(p.y) + col;
-#pragma unroll 4
-  for (int tr = warp * kRowsPerWarp + lane / kLanesPerRow; tr < w.num_rows; tr += kNumThreads / 32 * kRowsPerWarp)
-    *reinterpret_cast<uint4*>(y + rows[tr].out_row * p.y_stride) =
-        *reinterpret_cast<const uint4*>(src + tr * tile_stride);
+  const int tr0 = warp * kRowsPerWarp + lane / kLanesPerRow;
+  // The loads are asm volatile and the stores predicated, not branched
+  // over: as plain loads behind branches, ptxas re-issued half of them just
+  // before their stores (SASS), which put the shared-load latency back
+  // between the stores.
+  static_assert(offsetof(EpilogueRows, out_row) == 0, "out_row read as the row entry's first 8 bytes");
+  const uint32_t src_window = static_cast<uint32_t>(__cvta_generic_to_shared(src));
+  const uint32_t rows_window = static_cast<uint32_t>(__cvta_generic_to_shared(rows));
+  uint4 v[kIters];
+  int64_t out[kIters];
+#pragma unroll
+  for (int i = 0; i < kIters; ++i) {
+    // Rows past the tile's read row 0 and are not stored: a predicated
+    // load made ptxas serialize the wgmmas and spill (C7512).
+    const int tr = tr0 + i * kRowsPerPass, r = tr < w.num_rows ? tr : 0;
+    const uint2 o = ptx::ld_shared_v2(rows_window + r * uint32_t(sizeof(EpilogueRows)));
+    out[i] = int64_t(uint64_t(o.y) << 32 | o.x) * p.y_stride;
+    v[i] = ptx::ld_shared_v4(src_window + r * tile_stride * uint32_t(sizeof(uint16_t)));
+  }
+#pragma unroll
+  for (int i = 0; i < kIters; ++i) ptx::st_global_v4_if(tr0 + i * kRowsPerPass < w.num_rows, y + out[i], v[i]);
 }
 
 }  // namespace nvfp4moe::cuda

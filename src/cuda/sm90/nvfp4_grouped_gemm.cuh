@@ -388,7 +388,7 @@ __device__ __forceinline__ void mma_tile(const GemmParams& p, SharedStorage<kBlo
       stmatrix_bf16(acc[0], 1.0f, wg * 64);
     }
     ptx::named_barrier_sync(1, kConsumerThreads);
-    epilogue_store_bf16_rows<64 * Config::kConsumers, kConsumerThreads>(p, w, s.tile.bf16, Smem::kBf16TileStride,
+    epilogue_store_bf16_rows<64 * Config::kConsumers, kConsumerThreads, kN>(p, w, s.tile.bf16, Smem::kBf16TileStride,
                                                                         s.rows, wg * 128 + t, p.n / 2);
   } else if constexpr (kPath == EpiloguePath::kBf16Rows) {
     // One pass: every chunk into the BF16 tile, then whole output rows.
@@ -398,7 +398,7 @@ __device__ __forceinline__ void mma_tile(const GemmParams& p, SharedStorage<kBlo
     for (int b = 0; b < kBlocks; ++b)
       if (b < chunks_active) stmatrix_bf16(acc[b], scale, (b * Config::kConsumers + wg) * 64);
     ptx::named_barrier_sync(1, kConsumerThreads);
-    epilogue_store_bf16_rows<Smem::kTileRows, kConsumerThreads>(p, w, s.tile.bf16, Smem::kBf16TileStride, s.rows,
+    epilogue_store_bf16_rows<Smem::kTileRows, kConsumerThreads, kN>(p, w, s.tile.bf16, Smem::kBf16TileStride, s.rows,
                                                                  wg * 128 + t, p.n);
   } else {
     constexpr int kStride = SharedStorage<kBlockT>::kTileStride;
