@@ -187,10 +187,11 @@ __device__ __forceinline__ void epilogue_store_bf16_rows(const GemmParams& p, co
   constexpr int kRowsPerWarp = 32 / kLanesPerRow;
   static_assert(kNumThreads % 32 == 0, "whole warps");
   constexpr int kRowsPerPass = kNumThreads / 32 * kRowsPerWarp;
-  // Every row of the lane (at most kMaxRows, the wgmma width, per tile) in
-  // one unrolled sequence of loads and then predicated stores, so that
-  // several rows' shared loads are in flight ahead of the stores instead
-  // of each store waiting behind its own two. NOTES: ncu of qwen3 down
+  // Every row of the lane (at most kMaxRows: the caller's wgmma width, which
+  // no tile's rows exceed) in one unrolled sequence of loads and then
+  // predicated stores, so that several rows' shared loads are in flight
+  // ahead of the stores instead of each store waiting behind its own two.
+  // NOTES: ncu of qwen3 down
   // T=2048 (bench/results/ncu/2026-12-02-h200-dedcfc9-store-traffic-*):
   // with a loop of four rows per unrolled step, 29% of the store loop's
   // stall samples waited on those loads (short scoreboard), and the loop

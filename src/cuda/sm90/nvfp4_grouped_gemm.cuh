@@ -388,8 +388,8 @@ __device__ __forceinline__ void mma_tile(const GemmParams& p, SharedStorage<kBlo
       stmatrix_bf16(acc[0], 1.0f, wg * 64);
     }
     ptx::named_barrier_sync(1, kConsumerThreads);
-    epilogue_store_bf16_rows<64 * Config::kConsumers, kConsumerThreads, kN>(p, w, s.tile.bf16, Smem::kBf16TileStride,
-                                                                        s.rows, wg * 128 + t, p.n / 2);
+    epilogue_store_bf16_rows<64 * Config::kConsumers, kConsumerThreads, kN>(
+        p, w, s.tile.bf16, Smem::kBf16TileStride, s.rows, wg * 128 + t, p.n / 2);
   } else if constexpr (kPath == EpiloguePath::kBf16Rows) {
     // One pass: every chunk into the BF16 tile, then whole output rows.
     ptx::named_barrier_sync(1, kConsumerThreads);  // the previous tile's stores have read s.tile, s.rows
@@ -399,7 +399,7 @@ __device__ __forceinline__ void mma_tile(const GemmParams& p, SharedStorage<kBlo
       if (b < chunks_active) stmatrix_bf16(acc[b], scale, (b * Config::kConsumers + wg) * 64);
     ptx::named_barrier_sync(1, kConsumerThreads);
     epilogue_store_bf16_rows<Smem::kTileRows, kConsumerThreads, kN>(p, w, s.tile.bf16, Smem::kBf16TileStride, s.rows,
-                                                                 wg * 128 + t, p.n);
+                                                                     wg * 128 + t, p.n);
   } else {
     constexpr int kStride = SharedStorage<kBlockT>::kTileStride;
     const int row = wg * 64 + warp * 16 + g;
