@@ -101,6 +101,44 @@ __device__ __forceinline__ float4 finish4(const GemmParams& p, float4 v, const f
   return v;
 }
 
+// F32 rows of one column group, the router weight applied: the thread's
+// rows (first_row, then every kRowsPerPass-th, at most kMaxRows per tile)
+// in one unrolled sequence of shared loads, then one predicated 16-byte
+// store per row, as in epilogue_store_bf16_rows below and for its reasons.
+template <int kRowsPerPass, int kMaxRows>
+__device__ __forceinline__ void store_f32_rows(const GemmParams& p, const WorkTile& w, const float* src,
+                                               int tile_stride, const EpilogueRows* rows, int first_row, int64_t col) {
+  constexpr int kIters = (kMaxRows + kRowsPerPass - 1) / kRowsPerPass;
+  static_assert(kIters <= 16, "the thread's rows are held in registers: 7 per row");
+  static_assert(offsetof(EpilogueRows, out_row) == 0 && offsetof(EpilogueRows, route_w) == 8,
+                "a row entry read as 16 bytes: out_row, route_w");
+  const uint32_t src_window = static_cast<uint32_t>(__cvta_generic_to_shared(src));
+  const uint32_t rows_window = static_cast<uint32_t>(__cvta_generic_to_shared(rows));
+  uint4 v[kIters];
+  int64_t out[kIters];
+  float route_w[kIters];
+#pragma unroll
+  for (int i = 0; i < kIters; ++i) {
+    // Rows past the tile's read row 0 and are not stored (a predicated
+    // load serialized the BF16 rows kernel's wgmmas).
+    const int tr = first_row + i * kRowsPerPass, r = tr < w.num_rows ? tr : 0;
+    const uint4 e = ptx::ld_shared_v4(rows_window + r * uint32_t(sizeof(EpilogueRows)));
+    out[i] = int64_t(uint64_t(e.y) << 32 | e.x) * p.y_stride;
+    route_w[i] = __uint_as_float(e.z);
+    v[i] = ptx::ld_shared_v4(src_window + r * tile_stride * uint32_t(sizeof(float)));
+  }
+  float* y = static_cast<float*>(p.y) + col;
+#pragma unroll
+  for (int i = 0; i < kIters; ++i) {
+    uint4 o = v[i];
+    if (p.route_w != nullptr) {
+      o = {__float_as_uint(__uint_as_float(o.x) * route_w[i]), __float_as_uint(__uint_as_float(o.y) * route_w[i]),
+           __float_as_uint(__uint_as_float(o.z) * route_w[i]), __float_as_uint(__uint_as_float(o.w) * route_w[i])};
+    }
+    ptx::st_global_v4_if(first_row + i * kRowsPerPass < w.num_rows, y + out[i], o);
+  }
+}
+
 // Column of gate feature f in the interleaved gate_up layout (64-row blocks
 // alternate gate, up); up is 64 columns further.
 __device__ __forceinline__ int64_t gate_column(int64_t f) { return (f / 64) * 128 + f % 64; }
@@ -114,7 +152,10 @@ __device__ __forceinline__ int64_t gate_column(int64_t f) { return (f / 64) * 12
 // the runtime division of the item index made every iteration a ~380-cycle
 // dependent chain; a 128 x 256 tile's two passes took ~7 us of its ~33 us
 // (epilogue timeline at d764559), independent of the stores themselves.
-template <int kChunks, int kNumThreads>
+// kMaxRows > 0 (the GEMM: its wgmma width, which no tile's rows exceed):
+// F32 rows without SwiGLU (the layer's down, F32 MUL_MAT_ID) go through
+// store_f32_rows below instead of the row loop.
+template <int kChunks, int kNumThreads, int kMaxRows = 0>
 __device__ __forceinline__ void epilogue_store(const GemmParams& p, const WorkTile& w, const float* tile,
                                                int tile_stride, const EpilogueRows* rows, int thread) {
   constexpr int kTileRows = 64 * kChunks;
@@ -145,6 +186,12 @@ __device__ __forceinline__ void epilogue_store(const GemmParams& p, const WorkTi
   const int64_t col = (int64_t(w.n_tile) << (log2_groups + 2)) + c;
   if (col >= (swiglu ? p.n / 2 : p.n)) return;
   const float* src = tile + (swiglu ? gate_column(c) : c);
+  if constexpr (kMaxRows > 0) {
+    if (!swiglu && p.y_dtype == DType::kF32) {
+      store_f32_rows<kNumThreads / kGroups, kMaxRows>(p, w, src, tile_stride, rows, thread >> kLog2Groups, col);
+      return;
+    }
+  }
   for (int tr = thread >> log2_groups; tr < w.num_rows; tr += kNumThreads >> log2_groups) {
     const EpilogueRows row = rows[tr];
     const float* v = src + tr * tile_stride;

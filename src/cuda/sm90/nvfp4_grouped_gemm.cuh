@@ -423,7 +423,8 @@ __device__ __forceinline__ void mma_tile(const GemmParams& p, SharedStorage<kBlo
       // kConsumers chunks, number n_tile * kBlocks + b, to the store.
       WorkTile pass = w;
       pass.n_tile = w.n_tile * kBlocks + b;
-      epilogue_store<Config::kConsumers, kConsumerThreads>(p, pass, s.tile.f32, kStride, s.rows, wg * 128 + t);
+      epilogue_store<Config::kConsumers, kConsumerThreads, kN>(p, pass, s.tile.f32, kStride, s.rows,
+                                                              wg * 128 + t);
     }
   }
 }
