@@ -423,8 +423,12 @@ __device__ __forceinline__ void mma_tile(const GemmParams& p, SharedStorage<kBlo
       // kConsumers chunks, number n_tile * kBlocks + b, to the store.
       WorkTile pass = w;
       pass.n_tile = w.n_tile * kBlocks + b;
-      epilogue_store<Config::kConsumers, kConsumerThreads, kN>(p, pass, s.tile.f32, kStride, s.rows,
-                                                              wg * 128 + t);
+      // The unrolled F32 rows (store_f32_rows) in the wide kernel only: in
+      // the narrow and medium ones it ran the qwen3 layer at T = 512 0.98x
+      // (bench/results/2026-12-02-h200-ab-f32-rows-loads-ahead-of-stores.json;
+      // wide: gpt-oss layer T = 2048 1.025x, deepseek 1.014x).
+      epilogue_store<Config::kConsumers, kConsumerThreads, (kBlockT >= 128 ? kN : 0)>(p, pass, s.tile.f32, kStride,
+                                                                                       s.rows, wg * 128 + t);
     }
   }
 }
