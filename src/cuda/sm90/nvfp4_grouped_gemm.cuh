@@ -124,7 +124,7 @@ struct SharedStorage {
     uint16_t bf16[kBlockT * kBf16TileStride];
   } tile;
   static_assert(kBf16TileStride * 2 <= kTileStride * 4, "the BF16 tile fits in the F32 tile's bytes");
-  EpilogueRows rows[kBlockT];
+  alignas(16) EpilogueRows rows[kBlockT];  // entries read as 16-byte vectors (epilogue.cuh)
   ItemRing ring;
   uint64_t full[kStages];
   uint64_t empty[kStages];
