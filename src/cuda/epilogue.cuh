@@ -101,55 +101,6 @@ __device__ __forceinline__ float4 finish4(const GemmParams& p, float4 v, const f
   return v;
 }
 
-// The shared loads of the unrolled row stores below: for each of a lane's
-// kIters rows (first_row, then every kRowsPerPass-th), its output row's
-// offset in y (out_row * y_stride), with kRouteW its router weight, and the
-// lane's 16 bytes of the tile row (tile_stride elements apart). The loads
-// are asm volatile and rows past the tile read row 0 (the caller does not
-// store them): as plain loads behind a branch per store, ptxas re-issued
-// half of them just before their stores (SASS), which put the shared-load
-// latency back between the stores, and a predicated load made it
-// serialize the wgmmas and spill (C7512).
-template <int kIters, bool kRouteW>
-struct LaneRows {
-  uint4 v[kIters];
-  int64_t out[kIters];
-  float route_w[kIters];
-};
-template <int kIters>
-struct LaneRows<kIters, false> {
-  uint4 v[kIters];
-  int64_t out[kIters];
-};
-
-template <int kIters, int kRowsPerPass, bool kRouteW, typename Elem>
-__device__ __forceinline__ LaneRows<kIters, kRouteW> load_lane_rows(const GemmParams& p, const WorkTile& w,
-                                                                    const Elem* src, int tile_stride,
-                                                                    const EpilogueRows* rows, int first_row) {
-  static_assert(kIters <= 16, "a lane's rows are held in registers: 6 or 7 per row");
-  static_assert(offsetof(EpilogueRows, out_row) == 0 && offsetof(EpilogueRows, route_w) == 8,
-                "a row entry read as out_row, then route_w");
-  const uint32_t src_window = static_cast<uint32_t>(__cvta_generic_to_shared(src));
-  const uint32_t rows_window = static_cast<uint32_t>(__cvta_generic_to_shared(rows));
-  LaneRows<kIters, kRouteW> l;
-#pragma unroll
-  for (int i = 0; i < kIters; ++i) {
-    const int tr = first_row + i * kRowsPerPass, r = tr < w.num_rows ? tr : 0;
-    const uint32_t entry = rows_window + r * uint32_t(sizeof(EpilogueRows));
-    uint2 o;
-    if constexpr (kRouteW) {
-      const uint4 e = ptx::ld_shared_v4(entry);
-      o = {e.x, e.y};
-      l.route_w[i] = __uint_as_float(e.z);
-    } else {
-      o = ptx::ld_shared_v2(entry);
-    }
-    l.out[i] = int64_t(uint64_t(o.y) << 32 | o.x) * p.y_stride;
-    l.v[i] = ptx::ld_shared_v4(src_window + r * tile_stride * uint32_t(sizeof(Elem)));
-  }
-  return l;
-}
-
 // F32 rows of one column group, the router weight applied: the thread's
 // rows (first_row, then every kRowsPerPass-th, at most kMaxRows per tile)
 // in one unrolled sequence of shared loads, then one predicated 16-byte
@@ -158,17 +109,33 @@ template <int kRowsPerPass, int kMaxRows>
 __device__ __forceinline__ void store_f32_rows(const GemmParams& p, const WorkTile& w, const float* src,
                                                int tile_stride, const EpilogueRows* rows, int first_row, int64_t col) {
   constexpr int kIters = (kMaxRows + kRowsPerPass - 1) / kRowsPerPass;
-  const LaneRows<kIters, true> l = load_lane_rows<kIters, kRowsPerPass, true>(p, w, src, tile_stride, rows, first_row);
+  static_assert(kIters <= 16, "the thread's rows are held in registers: 7 per row");
+  static_assert(offsetof(EpilogueRows, out_row) == 0 && offsetof(EpilogueRows, route_w) == 8,
+                "a row entry read as 16 bytes: out_row, route_w");
+  const uint32_t src_window = static_cast<uint32_t>(__cvta_generic_to_shared(src));
+  const uint32_t rows_window = static_cast<uint32_t>(__cvta_generic_to_shared(rows));
+  uint4 v[kIters];
+  int64_t out[kIters];
+  float route_w[kIters];
+#pragma unroll
+  for (int i = 0; i < kIters; ++i) {
+    // Rows past the tile's read row 0 and are not stored (a predicated
+    // load serialized the BF16 rows kernel's wgmmas).
+    const int tr = first_row + i * kRowsPerPass, r = tr < w.num_rows ? tr : 0;
+    const uint4 e = ptx::ld_shared_v4(rows_window + r * uint32_t(sizeof(EpilogueRows)));
+    out[i] = int64_t(uint64_t(e.y) << 32 | e.x) * p.y_stride;
+    route_w[i] = __uint_as_float(e.z);
+    v[i] = ptx::ld_shared_v4(src_window + r * tile_stride * uint32_t(sizeof(float)));
+  }
   float* y = static_cast<float*>(p.y) + col;
 #pragma unroll
   for (int i = 0; i < kIters; ++i) {
-    uint4 o = l.v[i];
+    uint4 o = v[i];
     if (p.route_w != nullptr) {
-      const float rw = l.route_w[i];
-      o = {__float_as_uint(__uint_as_float(o.x) * rw), __float_as_uint(__uint_as_float(o.y) * rw),
-           __float_as_uint(__uint_as_float(o.z) * rw), __float_as_uint(__uint_as_float(o.w) * rw)};
+      o = {__float_as_uint(__uint_as_float(o.x) * route_w[i]), __float_as_uint(__uint_as_float(o.y) * route_w[i]),
+           __float_as_uint(__uint_as_float(o.z) * route_w[i]), __float_as_uint(__uint_as_float(o.w) * route_w[i])};
     }
-    ptx::st_global_v4_if(first_row + i * kRowsPerPass < w.num_rows, y + l.out[i], o);
+    ptx::st_global_v4_if(first_row + i * kRowsPerPass < w.num_rows, y + out[i], o);
   }
 }
 
@@ -271,13 +238,14 @@ __device__ __forceinline__ void epilogue_store_bf16_rows(const GemmParams& p, co
   // no tile's rows exceed) in one unrolled sequence of loads and then
   // predicated stores, so that several rows' shared loads are in flight
   // ahead of the stores instead of each store waiting behind its own two.
-  // The loads: load_lane_rows. NOTES: ncu of qwen3 down T=2048
-  // (bench/results/ncu/2026-12-02-h200-dedcfc9-store-traffic-*): with a
-  // loop of four rows per unrolled step, 29% of the store loop's stall
-  // samples waited on those loads (short scoreboard), and the loop was
-  // 10.5% of the consumers' samples; the K loop stalled no more than
+  // NOTES: ncu of qwen3 down
+  // T=2048 (bench/results/ncu/2026-12-02-h200-dedcfc9-store-traffic-*):
+  // with a loop of four rows per unrolled step, 29% of the store loop's
+  // stall samples waited on those loads (short scoreboard), and the loop
+  // was 10.5% of the consumers' samples; the K loop stalled no more than
   // without the stores.
   constexpr int kIters = (kMaxRows + kRowsPerPass - 1) / kRowsPerPass;
+  static_assert(kIters <= 16, "the lane's rows are held in registers: 6 per row");
   asm volatile("" : "+r"(thread));  // as in epilogue_store
   const int lane = thread % 32, warp = thread / 32, piece = lane % kLanesPerRow;
   const int64_t col = int64_t(w.n_tile) * kTileRows + piece * 8;
@@ -285,9 +253,26 @@ __device__ __forceinline__ void epilogue_store_bf16_rows(const GemmParams& p, co
   const uint16_t* src = tile + piece * 8;
   auto* y = static_cast<uint16_t*>(p.y) + col;
   const int tr0 = warp * kRowsPerWarp + lane / kLanesPerRow;
-  const LaneRows<kIters, false> l = load_lane_rows<kIters, kRowsPerPass, false>(p, w, src, tile_stride, rows, tr0);
+  // The loads are asm volatile and the stores predicated, not branched
+  // over: as plain loads behind branches, ptxas re-issued half of them just
+  // before their stores (SASS), which put the shared-load latency back
+  // between the stores.
+  static_assert(offsetof(EpilogueRows, out_row) == 0, "out_row read as the row entry's first 8 bytes");
+  const uint32_t src_window = static_cast<uint32_t>(__cvta_generic_to_shared(src));
+  const uint32_t rows_window = static_cast<uint32_t>(__cvta_generic_to_shared(rows));
+  uint4 v[kIters];
+  int64_t out[kIters];
 #pragma unroll
-  for (int i = 0; i < kIters; ++i) ptx::st_global_v4_if(tr0 + i * kRowsPerPass < w.num_rows, y + l.out[i], l.v[i]);
+  for (int i = 0; i < kIters; ++i) {
+    // Rows past the tile's read row 0 and are not stored: a predicated
+    // load made ptxas serialize the wgmmas and spill (C7512).
+    const int tr = tr0 + i * kRowsPerPass, r = tr < w.num_rows ? tr : 0;
+    const uint2 o = ptx::ld_shared_v2(rows_window + r * uint32_t(sizeof(EpilogueRows)));
+    out[i] = int64_t(uint64_t(o.y) << 32 | o.x) * p.y_stride;
+    v[i] = ptx::ld_shared_v4(src_window + r * tile_stride * uint32_t(sizeof(uint16_t)));
+  }
+#pragma unroll
+  for (int i = 0; i < kIters; ++i) ptx::st_global_v4_if(tr0 + i * kRowsPerPass < w.num_rows, y + out[i], v[i]);
 }
 
 }  // namespace nvfp4moe::cuda
