@@ -101,17 +101,22 @@ __device__ __forceinline__ float4 finish4(const GemmParams& p, float4 v, const f
   return v;
 }
 
-// F32 rows of one column group, the router weight applied: the thread's
-// rows (first_row, then every kRowsPerPass-th, at most kMaxRows per tile)
-// in one unrolled sequence of shared loads, then one predicated 16-byte
-// store per row, as in epilogue_store_bf16_rows below and for its reasons.
-template <int kRowsPerPass, int kMaxRows>
-__device__ __forceinline__ void store_f32_rows(const GemmParams& p, const WorkTile& w, const float* src,
-                                               int tile_stride, const EpilogueRows* rows, int first_row, int64_t col) {
-  constexpr int kIters = (kMaxRows + kRowsPerPass - 1) / kRowsPerPass;
-  static_assert(kIters <= 16, "the thread's rows are held in registers: 7 per row");
+// The unrolled row stores of the BF16 and F32 rows paths: a lane's kIters
+// rows (first_row, then every kRowsPerPass-th) in one unrolled sequence of
+// shared loads (its row entry, its 16 bytes of the tile row, tile_stride
+// elements apart), then one predicated 16-byte store per row into y (the
+// lane's first column), with kRouteW the router weight applied. The loads
+// are asm volatile and rows past the tile read row 0 and are not stored: as
+// plain loads behind a branch per store, ptxas re-issued half of them just
+// before their stores (SASS), which put the shared-load latency back
+// between the stores, and a predicated load made it serialize the wgmmas
+// and spill (C7512).
+template <int kIters, int kRowsPerPass, bool kRouteW, typename Elem>
+__device__ __forceinline__ void store_lane_rows(const GemmParams& p, const WorkTile& w, const Elem* src,
+                                                int tile_stride, const EpilogueRows* rows, int first_row, Elem* y) {
+  static_assert(kIters <= 16, "a lane's rows are held in registers: 6 or 7 per row");
   static_assert(offsetof(EpilogueRows, out_row) == 0 && offsetof(EpilogueRows, route_w) == 8,
-                "a row entry read as 16 bytes: out_row, route_w");
+                "a row entry read as out_row, then route_w");
   const uint32_t src_window = static_cast<uint32_t>(__cvta_generic_to_shared(src));
   const uint32_t rows_window = static_cast<uint32_t>(__cvta_generic_to_shared(rows));
   uint4 v[kIters];
@@ -119,21 +124,25 @@ __device__ __forceinline__ void store_f32_rows(const GemmParams& p, const WorkTi
   float route_w[kIters];
 #pragma unroll
   for (int i = 0; i < kIters; ++i) {
-    // Rows past the tile's read row 0 and are not stored (a predicated
-    // load serialized the BF16 rows kernel's wgmmas).
     const int tr = first_row + i * kRowsPerPass, r = tr < w.num_rows ? tr : 0;
-    const uint4 e = ptx::ld_shared_v4(rows_window + r * uint32_t(sizeof(EpilogueRows)));
-    out[i] = int64_t(uint64_t(e.y) << 32 | e.x) * p.y_stride;
-    route_w[i] = __uint_as_float(e.z);
-    v[i] = ptx::ld_shared_v4(src_window + r * tile_stride * uint32_t(sizeof(float)));
+    if constexpr (kRouteW) {
+      const uint4 e = ptx::ld_shared_v4(rows_window + r * uint32_t(sizeof(EpilogueRows)));
+      out[i] = int64_t(uint64_t(e.y) << 32 | e.x) * p.y_stride;
+      route_w[i] = __uint_as_float(e.z);
+    } else {
+      const uint2 o = ptx::ld_shared_v2(rows_window + r * uint32_t(sizeof(EpilogueRows)));
+      out[i] = int64_t(uint64_t(o.y) << 32 | o.x) * p.y_stride;
+    }
+    v[i] = ptx::ld_shared_v4(src_window + r * tile_stride * uint32_t(sizeof(Elem)));
   }
-  float* y = static_cast<float*>(p.y) + col;
 #pragma unroll
   for (int i = 0; i < kIters; ++i) {
     uint4 o = v[i];
-    if (p.route_w != nullptr) {
-      o = {__float_as_uint(__uint_as_float(o.x) * route_w[i]), __float_as_uint(__uint_as_float(o.y) * route_w[i]),
-           __float_as_uint(__uint_as_float(o.z) * route_w[i]), __float_as_uint(__uint_as_float(o.w) * route_w[i])};
+    if constexpr (kRouteW) {
+      if (p.route_w != nullptr) {
+        o = {__float_as_uint(__uint_as_float(o.x) * route_w[i]), __float_as_uint(__uint_as_float(o.y) * route_w[i]),
+             __float_as_uint(__uint_as_float(o.z) * route_w[i]), __float_as_uint(__uint_as_float(o.w) * route_w[i])};
+      }
     }
     ptx::st_global_v4_if(first_row + i * kRowsPerPass < w.num_rows, y + out[i], o);
   }
@@ -154,7 +163,7 @@ __device__ __forceinline__ int64_t gate_column(int64_t f) { return (f / 64) * 12
 // (epilogue timeline at d764559), independent of the stores themselves.
 // kMaxRows > 0 (the GEMM: its wgmma width, which no tile's rows exceed):
 // F32 rows without SwiGLU (the layer's down, F32 MUL_MAT_ID) go through
-// store_f32_rows below instead of the row loop.
+// store_lane_rows above instead of the row loop.
 template <int kChunks, int kNumThreads, int kMaxRows = 0>
 __device__ __forceinline__ void epilogue_store(const GemmParams& p, const WorkTile& w, const float* tile,
                                                int tile_stride, const EpilogueRows* rows, int thread) {
@@ -188,7 +197,9 @@ __device__ __forceinline__ void epilogue_store(const GemmParams& p, const WorkTi
   const float* src = tile + (swiglu ? gate_column(c) : c);
   if constexpr (kMaxRows > 0) {
     if (!swiglu && p.y_dtype == DType::kF32) {
-      store_f32_rows<kNumThreads / kGroups, kMaxRows>(p, w, src, tile_stride, rows, thread >> kLog2Groups, col);
+      constexpr int kRowsPerPass = kNumThreads / kGroups;
+      store_lane_rows<(kMaxRows + kRowsPerPass - 1) / kRowsPerPass, kRowsPerPass, true>(
+          p, w, src, tile_stride, rows, thread >> kLog2Groups, static_cast<float*>(p.y) + col);
       return;
     }
   }
@@ -235,44 +246,23 @@ __device__ __forceinline__ void epilogue_store_bf16_rows(const GemmParams& p, co
   static_assert(kNumThreads % 32 == 0, "whole warps");
   constexpr int kRowsPerPass = kNumThreads / 32 * kRowsPerWarp;
   // Every row of the lane (at most kMaxRows: the caller's wgmma width, which
-  // no tile's rows exceed) in one unrolled sequence of loads and then
-  // predicated stores, so that several rows' shared loads are in flight
-  // ahead of the stores instead of each store waiting behind its own two.
-  // NOTES: ncu of qwen3 down
-  // T=2048 (bench/results/ncu/2026-12-02-h200-dedcfc9-store-traffic-*):
-  // with a loop of four rows per unrolled step, 29% of the store loop's
-  // stall samples waited on those loads (short scoreboard), and the loop
-  // was 10.5% of the consumers' samples; the K loop stalled no more than
+  // no tile's rows exceed) by store_lane_rows, so that several rows' shared
+  // loads are in flight ahead of the stores instead of each store waiting
+  // behind its own two. NOTES: ncu of qwen3 down T=2048
+  // (bench/results/ncu/2026-12-02-h200-dedcfc9-store-traffic-*): with a
+  // loop of four rows per unrolled step, 29% of the store loop's stall
+  // samples waited on those loads (short scoreboard), and the loop was
+  // 10.5% of the consumers' samples; the K loop stalled no more than
   // without the stores.
   constexpr int kIters = (kMaxRows + kRowsPerPass - 1) / kRowsPerPass;
-  static_assert(kIters <= 16, "the lane's rows are held in registers: 6 per row");
   asm volatile("" : "+r"(thread));  // as in epilogue_store
   const int lane = thread % 32, warp = thread / 32, piece = lane % kLanesPerRow;
   const int64_t col = int64_t(w.n_tile) * kTileRows + piece * 8;
   if (col >= width) return;  // columns past the output (N % 256 != 0, or F % 128 != 0 for h)
   const uint16_t* src = tile + piece * 8;
   auto* y = static_cast<uint16_t*>(p.y) + col;
-  const int tr0 = warp * kRowsPerWarp + lane / kLanesPerRow;
-  // The loads are asm volatile and the stores predicated, not branched
-  // over: as plain loads behind branches, ptxas re-issued half of them just
-  // before their stores (SASS), which put the shared-load latency back
-  // between the stores.
-  static_assert(offsetof(EpilogueRows, out_row) == 0, "out_row read as the row entry's first 8 bytes");
-  const uint32_t src_window = static_cast<uint32_t>(__cvta_generic_to_shared(src));
-  const uint32_t rows_window = static_cast<uint32_t>(__cvta_generic_to_shared(rows));
-  uint4 v[kIters];
-  int64_t out[kIters];
-#pragma unroll
-  for (int i = 0; i < kIters; ++i) {
-    // Rows past the tile's read row 0 and are not stored: a predicated
-    // load made ptxas serialize the wgmmas and spill (C7512).
-    const int tr = tr0 + i * kRowsPerPass, r = tr < w.num_rows ? tr : 0;
-    const uint2 o = ptx::ld_shared_v2(rows_window + r * uint32_t(sizeof(EpilogueRows)));
-    out[i] = int64_t(uint64_t(o.y) << 32 | o.x) * p.y_stride;
-    v[i] = ptx::ld_shared_v4(src_window + r * tile_stride * uint32_t(sizeof(uint16_t)));
-  }
-#pragma unroll
-  for (int i = 0; i < kIters; ++i) ptx::st_global_v4_if(tr0 + i * kRowsPerPass < w.num_rows, y + out[i], v[i]);
+  store_lane_rows<kIters, kRowsPerPass, false>(p, w, src, tile_stride, rows,
+                                               warp * kRowsPerWarp + lane / kLanesPerRow, y);
 }
 
 }  // namespace nvfp4moe::cuda
