@@ -7,7 +7,7 @@ namespace nvfp4moe::cuda::ptx {
 
 // A 16-byte store if `store`, as one predicated instruction: behind a
 // branch per store, ptxas sank the loads that feed the stores in between
-// them (epilogue_store_bf16_rows), and a uint4 copied out of a register
+// them (store_lane_rows, epilogue.cuh), and a uint4 copied out of a register
 // array became four 4-byte stores. addr: 16-byte aligned.
 __device__ __forceinline__ void st_global_v4_if(bool store, void* addr, uint4 v) {
   asm volatile(
