@@ -423,7 +423,7 @@ __device__ __forceinline__ void mma_tile(const GemmParams& p, SharedStorage<kBlo
       // kConsumers chunks, number n_tile * kBlocks + b, to the store.
       WorkTile pass = w;
       pass.n_tile = w.n_tile * kBlocks + b;
-      // The unrolled F32 rows (store_f32_rows) in the wide kernel only: in
+      // The unrolled F32 rows (store_lane_rows) in the wide kernel only: in
       // the narrow and medium ones it ran the qwen3 layer at T = 512 0.98x
       // (bench/results/2026-12-02-h200-ab-f32-rows-loads-ahead-of-stores.json;
       // wide: gpt-oss layer T = 2048 1.025x, deepseek 1.014x).
