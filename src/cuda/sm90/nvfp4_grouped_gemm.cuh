@@ -129,7 +129,6 @@ struct SharedStorage {
   // (epilogue.cuh).
   static constexpr int kRowTables = kBlockT >= 128 ? Config::kConsumers : 1;
   alignas(16) EpilogueRows rows[kRowTables][kBlockT];
-  int32_t lead_tiles;  // tiles whose first stage the leading warpgroup has issued
   ItemRing ring;
   uint64_t full[kStages];
   uint64_t empty[kStages];
@@ -257,9 +256,7 @@ __device__ void producer(const GemmParams& p, SharedStorage<kBlockT>& s, int t) 
 // the same features (gate_up's 64-row blocks alternate gate, up).
 // Decoupled warpgroups (the wide kernel's rows paths): each consumer
 // warpgroup stores its own chunks, with its own barrier and row table, so
-// neither waits for the other's epilogue, and the second one starts each
-// tile after the first has issued that tile's first stage: one warpgroup's
-// epilogue then runs beside the other's K loop.
+// neither waits for the other's epilogue.
 template <EpiloguePath kPath, int kBlockT>
 constexpr bool decoupled_warpgroups() {
   return kBlockT >= 128 && kPath != EpiloguePath::kF32Tile;
@@ -310,7 +307,6 @@ __device__ __forceinline__ void mma_tile(const GemmParams& p, SharedStorage<kBlo
   // form draws none (docs/reliability.md).
   auto release_previous = [&]() {
     if (prev_stage >= 0) ptx::mbarrier_arrive(&s.empty[prev_stage]);
-    else if (kDecoupled && wg == 0 && t == 0) atomicAdd(&s.lead_tiles, 1);  // the tile's first stage is issued
     prev_stage = ps.stage;
     ps.advance<kStages>();
   };
@@ -485,16 +481,7 @@ __device__ void consumer(const GemmParams& p, SharedStorage<kBlockT>& s, int wg,
   TileScheduler<kBlockT, Config::kChunks, kTakeFromQueue> sched(p, s.ring, false);
   PipelineState ps;
   WorkTile w;
-  int32_t tiles = 0;
   while (sched.next_tile(w)) {
-    if (decoupled_warpgroups<kPath, kBlockT>() && wg == 1) {
-      // Behind the first warpgroup by a stage (mma_tile's release_previous
-      // counts them): the two epilogues then fall at different times. Only
-      // the timing depends on it; the first warpgroup never waits for this
-      // one here, and every stage this one holds it has released before.
-      ++tiles;
-      while (*static_cast<volatile int32_t*>(&s.lead_tiles) < tiles) __nanosleep(32);
-    }
     // This warpgroup's chunks inside N (chunk_of). On the SwiGLU rows path
     // they are adjacent, and N % 128 == 0 makes their count 0 or 2.
     const int first = Config::kChunks * w.n_tile + chunk_of<kPath, kBlockT>(0, wg);
@@ -543,7 +530,6 @@ __global__ void __launch_bounds__(threads<kBlockT>(), 1) nvfp4_grouped_gemm_kern
       ptx::mbarrier_init(&s.empty[i], kConsumerThreads);  // every consumer thread
     }
     item_ring_init(s.ring, threads<kBlockT>() / 32);
-    s.lead_tiles = 0;
     ptx::fence_mbarrier_init();
   }
   __syncthreads();
