@@ -124,11 +124,7 @@ struct SharedStorage {
     uint16_t bf16[kBlockT * kBf16TileStride];
   } tile;
   static_assert(kBf16TileStride * 2 <= kTileStride * 4, "the BF16 tile fits in the F32 tile's bytes");
-  // One row table per consumer where the warpgroups run their epilogues
-  // apart (decoupled_warpgroups), else one. Entries read as 16-byte vectors
-  // (epilogue.cuh).
-  static constexpr int kRowTables = kBlockT >= 128 ? Config::kConsumers : 1;
-  alignas(16) EpilogueRows rows[kRowTables][kBlockT];
+  alignas(16) EpilogueRows rows[kBlockT];  // entries read as 16-byte vectors (epilogue.cuh)
   ItemRing ring;
   uint64_t full[kStages];
   uint64_t empty[kStages];
@@ -254,24 +250,9 @@ __device__ void producer(const GemmParams& p, SharedStorage<kBlockT>& s, int t) 
 // Chunk b of this warpgroup is chunk b * kConsumers + wg of the tile, or, on
 // the SwiGLU rows path, wg * kBlocks + b: a gate chunk and the up chunk of
 // the same features (gate_up's 64-row blocks alternate gate, up).
-// Decoupled warpgroups (the wide kernel's rows paths): each consumer
-// warpgroup stores its own chunks, with its own barrier and row table, so
-// neither waits for the other's epilogue.
-template <EpiloguePath kPath, int kBlockT>
-constexpr bool decoupled_warpgroups() {
-  return kBlockT >= 128 && kPath != EpiloguePath::kF32Tile;
-}
-
-// A warpgroup's chunks are adjacent where it stores them alone.
-template <EpiloguePath kPath, int kBlockT>
-constexpr bool adjacent_chunks() {
-  return kPath == EpiloguePath::kSwiGLURows || decoupled_warpgroups<kPath, kBlockT>();
-}
-
-template <EpiloguePath kPath, int kBlockT>
+template <EpiloguePath kPath, int kBlocks, int kConsumers>
 __device__ __forceinline__ int chunk_of(int b, int wg) {
-  using Config = TileConfig<kBlockT>;
-  return adjacent_chunks<kPath, kBlockT>() ? wg * Config::kBlocks + b : b * Config::kConsumers + wg;
+  return kPath == EpiloguePath::kSwiGLURows ? wg * kBlocks + b : b * kConsumers + wg;
 }
 
 template <int kN, EpiloguePath kPath, int kBlockT>
@@ -284,15 +265,8 @@ __device__ __forceinline__ void mma_tile(const GemmParams& p, SharedStorage<kBlo
   constexpr int kStages = SharedStorage<kBlockT>::kStages;
   constexpr int kConsumerThreads = 128 * Config::kConsumers;
   const int warp = t / 32, lane = t % 32, g = lane / 4, q = lane % 4;
-  static_assert(kBlockT <= 128, "one row-table entry per thread of a warpgroup");
-  constexpr bool kDecoupled = decoupled_warpgroups<kPath, kBlockT>();
-  // The threads and the barrier of the epilogue: this warpgroup's, or all
-  // consumers'.
-  constexpr int kEpilogueThreads = kDecoupled ? 128 : kConsumerThreads;
-  const uint32_t epilogue_barrier = kDecoupled ? 1 + wg : 1;
-  const int epilogue_thread = kDecoupled ? t : wg * 128 + t;
-  EpilogueRows* rows = s.rows[kDecoupled ? wg : 0];
-  const RowSource row_source = load_row_source(p, w, epilogue_thread);
+  static_assert(kBlockT <= kConsumerThreads, "one row-table entry per consumer thread");
+  const RowSource row_source = load_row_source(p, w, wg * 128 + t);
   float acc[kBlocks][kAcc];
 #pragma unroll
   for (int b = 0; b < kBlocks; ++b)
@@ -331,8 +305,8 @@ __device__ __forceinline__ void mma_tile(const GemmParams& p, SharedStorage<kBlo
       // A chunk past N reads this warpgroup's first chunk instead (a select,
       // not a branch: any branch here serializes the wgmmas, C7513); its
       // products are never stored.
-      const int c = b < chunks_active ? chunk_of<kPath, kBlockT>(b, wg)
-                                      : chunk_of<kPath, kBlockT>(0, wg);
+      const int c = b < chunks_active ? chunk_of<kPath, kBlocks, Config::kConsumers>(b, wg)
+                                      : chunk_of<kPath, kBlocks, Config::kConsumers>(0, wg);
       const FragmentRef f = fragment_ref(st.w[c][sb], t);
       dequant_fragment(*reinterpret_cast<const uint4*>(f.codes), *reinterpret_cast<const uint2*>(f.scales),
                        kScaleCodeMul, abuf);
@@ -406,41 +380,26 @@ __device__ __forceinline__ void mma_tile(const GemmParams& p, SharedStorage<kBlo
     // registers (the F32 path's values, the same function), h rounded by
     // stmatrix into a BF16 tile[token][128 features], then whole rows out.
     static_assert(kBlocks == 2, "a gate and an up chunk per consumer");
-    ptx::named_barrier_sync(epilogue_barrier, kEpilogueThreads);  // the previous tile's stores have read s.tile, rows
-    epilogue_fill_rows(p, w, rows, row_source, epilogue_thread);
+    ptx::named_barrier_sync(1, kConsumerThreads);  // the previous tile's stores have read s.tile, s.rows
+    epilogue_fill_rows(p, w, s.rows, row_source, wg * 128 + t);
     if (chunks_active == kBlocks) {
       swiglu_in_place(p.act, acc[0], acc[1], (p.alpha ? p.alpha[w.expert] : 1.0f) * kWeightDownscale,
                       (p.alpha_up ? p.alpha_up[w.expert] : 1.0f) * kWeightDownscale);
       stmatrix_bf16(acc[0], 1.0f, wg * 64);
     }
-    ptx::named_barrier_sync(epilogue_barrier, kEpilogueThreads);
-    if constexpr (kDecoupled) {
-      // This warpgroup's 64 features of h: tile number n_tile * kConsumers + wg of 64.
-      WorkTile mine = w;
-      mine.n_tile = w.n_tile * Config::kConsumers + wg;
-      epilogue_store_bf16_rows<64, 128, kN>(p, mine, s.tile.bf16 + wg * 64, Smem::kBf16TileStride, rows, t, p.n / 2);
-    } else {
-      epilogue_store_bf16_rows<64 * Config::kConsumers, kConsumerThreads, kN>(
-          p, w, s.tile.bf16, Smem::kBf16TileStride, rows, epilogue_thread, p.n / 2);
-    }
+    ptx::named_barrier_sync(1, kConsumerThreads);
+    epilogue_store_bf16_rows<64 * Config::kConsumers, kConsumerThreads, kN>(
+        p, w, s.tile.bf16, Smem::kBf16TileStride, s.rows, wg * 128 + t, p.n / 2);
   } else if constexpr (kPath == EpiloguePath::kBf16Rows) {
     // One pass: every chunk into the BF16 tile, then whole output rows.
-    ptx::named_barrier_sync(epilogue_barrier, kEpilogueThreads);  // the previous tile's stores have read s.tile, rows
-    epilogue_fill_rows(p, w, rows, row_source, epilogue_thread);
+    ptx::named_barrier_sync(1, kConsumerThreads);  // the previous tile's stores have read s.tile, s.rows
+    epilogue_fill_rows(p, w, s.rows, row_source, wg * 128 + t);
 #pragma unroll
     for (int b = 0; b < kBlocks; ++b)
-      if (b < chunks_active) stmatrix_bf16(acc[b], scale, chunk_of<kPath, kBlockT>(b, wg) * 64);
-    ptx::named_barrier_sync(epilogue_barrier, kEpilogueThreads);
-    if constexpr (kDecoupled) {
-      // This warpgroup's adjacent chunks: tile number n_tile * kConsumers + wg of 64 * kBlocks rows.
-      WorkTile mine = w;
-      mine.n_tile = w.n_tile * Config::kConsumers + wg;
-      epilogue_store_bf16_rows<64 * kBlocks, 128, kN>(p, mine, s.tile.bf16 + wg * 64 * kBlocks,
-                                                      Smem::kBf16TileStride, rows, t, p.n);
-    } else {
-      epilogue_store_bf16_rows<Smem::kTileRows, kConsumerThreads, kN>(p, w, s.tile.bf16, Smem::kBf16TileStride, rows,
-                                                                       epilogue_thread, p.n);
-    }
+      if (b < chunks_active) stmatrix_bf16(acc[b], scale, (b * Config::kConsumers + wg) * 64);
+    ptx::named_barrier_sync(1, kConsumerThreads);
+    epilogue_store_bf16_rows<Smem::kTileRows, kConsumerThreads, kN>(p, w, s.tile.bf16, Smem::kBf16TileStride, s.rows,
+                                                                     wg * 128 + t, p.n);
   } else {
     constexpr int kStride = SharedStorage<kBlockT>::kTileStride;
     const int row = wg * 64 + warp * 16 + g;
@@ -448,7 +407,7 @@ __device__ __forceinline__ void mma_tile(const GemmParams& p, SharedStorage<kBlo
     for (int b = 0; b < kBlocks; ++b) {
       // The previous pass's (or tile's) stores have read s.tile and s.rows.
       ptx::named_barrier_sync(1, kConsumerThreads);
-      if (b == 0) epilogue_fill_rows(p, w, rows, row_source, epilogue_thread);
+      if (b == 0) epilogue_fill_rows(p, w, s.rows, row_source, wg * 128 + t);
       if (b < chunks_active) {
 #pragma unroll
         for (int i = 0; i < kAcc / 4; ++i) {
@@ -469,7 +428,7 @@ __device__ __forceinline__ void mma_tile(const GemmParams& p, SharedStorage<kBlo
       // (bench/results/2026-12-02-h200-ab-f32-rows-loads-ahead-of-stores.json;
       // wide: gpt-oss layer T = 2048 1.025x, deepseek 1.014x).
       epilogue_store<Config::kConsumers, kConsumerThreads, (kBlockT >= 128 ? kN : 0)>(p, pass, s.tile.f32, kStride,
-                                                                                       rows, epilogue_thread);
+                                                                                       s.rows, wg * 128 + t);
     }
   }
 }
@@ -484,9 +443,9 @@ __device__ void consumer(const GemmParams& p, SharedStorage<kBlockT>& s, int wg,
   while (sched.next_tile(w)) {
     // This warpgroup's chunks inside N (chunk_of). On the SwiGLU rows path
     // they are adjacent, and N % 128 == 0 makes their count 0 or 2.
-    const int first = Config::kChunks * w.n_tile + chunk_of<kPath, kBlockT>(0, wg);
+    const int first = Config::kChunks * w.n_tile + chunk_of<kPath, Config::kBlocks, Config::kConsumers>(0, wg);
     const int chunks_active =
-        adjacent_chunks<kPath, kBlockT>()
+        kPath == EpiloguePath::kSwiGLURows
             ? max(0, min(Config::kBlocks, n_blocks - first))
             : max(0, min(Config::kBlocks, (n_blocks - first + Config::kConsumers - 1) / Config::kConsumers));
     // One branch per wgmma width: the tile pays only for the columns its
