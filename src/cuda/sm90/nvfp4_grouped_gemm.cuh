@@ -293,9 +293,10 @@ __device__ __forceinline__ void mma_tile(const GemmParams& p, SharedStorage<kBlo
     uint64_t desc = 0;  // the stage's first K block of activations
     // One fragment step: chunk b of the stage's K block sb into register
     // buffer abuf, one commit group. The wait retires the previous group,
-    // so the buffer the next step fills is free; after the stage's last
-    // step (last) the previous stage, whose groups are all retired, is
-    // released.
+    // so the buffer the next step fills is free. After the stage's first
+    // step that wait has retired every group of the previous stage, which
+    // is then released: the producer may refill it while this stage's
+    // other steps run. After the last step (last) the pipeline advances.
     auto fragment_step = [&](int sb, int b, uint32_t(&abuf)[4][4], bool last) {
       auto& st = s.stages[ps.stage];
       if (sb == 0 && b == 0) {
@@ -323,7 +324,11 @@ __device__ __forceinline__ void mma_tile(const GemmParams& p, SharedStorage<kBlo
       }
       ptx::wgmma_commit_group();
       ptx::wgmma_wait_group<1>();
-      if (last) release_previous();
+      if (sb == 0 && b == 0 && prev_stage >= 0) ptx::mbarrier_arrive(&s.empty[prev_stage]);
+      if (last) {
+        prev_stage = ps.stage;
+        ps.advance<kStages>();
+      }
     };
     // One stage per iteration, its fragment steps alternating between the
     // two static register buffers (an even count per stage).
