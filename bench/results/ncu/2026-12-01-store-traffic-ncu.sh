@@ -16,11 +16,12 @@ rm -rf .stp && mkdir .stp && cp -r CMakeLists.txt README.md bench docs fuzz incl
 python3 - <<'PY'
 p = '.stp/src/cuda/sm90/nvfp4_grouped_gemm.cuh'
 s = open(p).read()
-store = ('    epilogue_store_bf16_rows<Smem::kTileRows, kConsumerThreads>(p, w, s.tile.bf16, Smem::kBf16TileStride, s.rows,\n'
-         '                                                                 wg * 128 + t, p.n);\n')
+store = ('    epilogue_store_bf16_rows<Smem::kTileRows, kConsumerThreads, kN>(p, w, s.tile.bf16, Smem::kBf16TileStride, s.rows,\n'
+         '                                                                     wg * 128 + t, p.n);\n')
 assert s.count(store) == 1, "the BF16 rows store call moved: update the patch"
 open(p, 'w').write(s.replace(store, ''))
 PY
+[ $? = 0 ] || exit 1  # an unpatched copy would be profiled as the no-store build
 [ "${STP_PATCH_ONLY:-0}" = 1 ] && exit 0
 rm -rf /tmp/nvfp4moe-deps && mkdir -p /tmp/nvfp4moe-deps
 for f in .deps/*.deb; do dpkg -x "$f" /tmp/nvfp4moe-deps; done
