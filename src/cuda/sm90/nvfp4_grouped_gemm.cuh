@@ -293,9 +293,15 @@ __device__ __forceinline__ void mma_tile(const GemmParams& p, SharedStorage<kBlo
     uint64_t desc = 0;  // the stage's first K block of activations
     // One fragment step: chunk b of the stage's K block sb into register
     // buffer abuf, one commit group. The wait retires the previous group,
-    // so the buffer the next step fills is free; after the stage's last
-    // step (last) the previous stage, whose groups are all retired, is
-    // released.
+    // so the buffer the next step fills is free. The previous stage, whose
+    // groups that wait has all retired, is released after the stage's last
+    // step (last), or, at wgmma width 128, after its first: the producer may
+    // refill it while the other three steps run. NOTES: H200 A/B at c03f71c
+    // (bench/results/2026-12-02-h200-ab-stage-release-after-first-step.json):
+    // the early release at width 128 ran qwen3 down T = 2048 1.036x, T = 8192
+    // 1.028x, gate_up 1.005-1.017x; at every width it lost on narrow tiles
+    // (qwen3 T = 16, 128 0.980-0.999x, deepseek gate_up T = 8 0.966x) and on
+    // deepseek's 64-wide down at T = 2048 (0.918x, all three repetitions).
     auto fragment_step = [&](int sb, int b, uint32_t(&abuf)[4][4], bool last) {
       auto& st = s.stages[ps.stage];
       if (sb == 0 && b == 0) {
@@ -323,7 +329,15 @@ __device__ __forceinline__ void mma_tile(const GemmParams& p, SharedStorage<kBlo
       }
       ptx::wgmma_commit_group();
       ptx::wgmma_wait_group<1>();
-      if (last) release_previous();
+      if constexpr (kN == 128) {
+        if (sb == 0 && b == 0 && prev_stage >= 0) ptx::mbarrier_arrive(&s.empty[prev_stage]);
+        if (last) {
+          prev_stage = ps.stage;
+          ps.advance<kStages>();
+        }
+      } else if (last) {
+        release_previous();
+      }
     };
     // One stage per iteration, its fragment steps alternating between the
     // two static register buffers (an even count per stage).
