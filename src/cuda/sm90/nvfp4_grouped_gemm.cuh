@@ -296,12 +296,12 @@ __device__ __forceinline__ void mma_tile(const GemmParams& p, SharedStorage<kBlo
     // so the buffer the next step fills is free. The previous stage, whose
     // groups that wait has all retired, is released after the stage's last
     // step (last), or, at wgmma width 128, after its first: the producer may
-    // refill it while the other three steps run. NOTES: H200 A/B at c03f71c
-    // (bench/results/2026-12-02-h200-ab-stage-release-after-first-step.json):
-    // the early release at width 128 ran qwen3 down T = 2048 1.036x, T = 8192
-    // 1.028x, gate_up 1.005-1.017x; at every width it lost on narrow tiles
-    // (qwen3 T = 16, 128 0.980-0.999x, deepseek gate_up T = 8 0.966x) and on
-    // deepseek's 64-wide down at T = 2048 (0.918x, all three repetitions).
+    // refill it while the other three steps run. NOTES: H200 A/Bs: at every
+    // width (c03f71c, bench/results/2026-12-02-h200-ab-stage-release-after-
+    // first-step.json) it lost on narrow tiles (qwen3 T = 16, 128
+    // 0.980-0.999x, deepseek gate_up T = 8 0.966x); at width 128 only
+    // (707bdd5, …-ab-stage-release-width-128.json) qwen3 down ran 1.025-1.027x
+    // and gate_up 1.013-1.014x at T = 2048, 8192.
     auto fragment_step = [&](int sb, int b, uint32_t(&abuf)[4][4], bool last) {
       auto& st = s.stages[ps.stage];
       if (sb == 0 && b == 0) {
