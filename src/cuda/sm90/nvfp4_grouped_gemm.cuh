@@ -295,13 +295,13 @@ __device__ __forceinline__ void mma_tile(const GemmParams& p, SharedStorage<kBlo
     // buffer abuf, one commit group. The wait retires the previous group,
     // so the buffer the next step fills is free. The previous stage, whose
     // groups that wait has all retired, is released after the stage's last
-    // step (last), or, at wgmma width 128, after its first: the producer may
-    // refill it while the other three steps run. NOTES: H200 A/Bs: at every
-    // width (c03f71c, bench/results/2026-12-02-h200-ab-stage-release-after-
-    // first-step.json) it lost on narrow tiles (qwen3 T = 16, 128
-    // 0.980-0.999x, deepseek gate_up T = 8 0.966x); at width 128 only
-    // (707bdd5, …-ab-stage-release-width-128.json) qwen3 down ran 1.025-1.027x
-    // and gate_up 1.013-1.014x at T = 2048, 8192.
+    // step (last), or, in the wide kernel (four steps per stage), after its
+    // first: the producer may refill it while the other three steps run.
+    // NOTES: H200 A/Bs: in every kernel (c03f71c, bench/results/2026-12-02-
+    // h200-ab-stage-release-after-first-step.json) it lost on narrow tiles
+    // (qwen3 T = 16, 128 0.980-0.999x, deepseek gate_up T = 8 0.966x); at
+    // width 128 only (707bdd5, …-ab-stage-release-width-128.json) qwen3 down
+    // ran 1.025-1.027x and gate_up 1.013-1.014x at T = 2048, 8192.
     auto fragment_step = [&](int sb, int b, uint32_t(&abuf)[4][4], bool last) {
       auto& st = s.stages[ps.stage];
       if (sb == 0 && b == 0) {
@@ -329,7 +329,7 @@ __device__ __forceinline__ void mma_tile(const GemmParams& p, SharedStorage<kBlo
       }
       ptx::wgmma_commit_group();
       ptx::wgmma_wait_group<1>();
-      if constexpr (kN == 128) {
+      if constexpr (kBlocks == 2) {
         if (sb == 0 && b == 0 && prev_stage >= 0) ptx::mbarrier_arrive(&s.empty[prev_stage]);
         if (last) {
           prev_stage = ps.stage;
