@@ -301,7 +301,10 @@ __device__ __forceinline__ void mma_tile(const GemmParams& p, SharedStorage<kBlo
     // h200-ab-stage-release-after-first-step.json) it lost on narrow tiles
     // (qwen3 T = 16, 128 0.980-0.999x, deepseek gate_up T = 8 0.966x); at
     // width 128 only (707bdd5, …-ab-stage-release-width-128.json) qwen3 down
-    // ran 1.025-1.027x and gate_up 1.013-1.014x at T = 2048, 8192.
+    // ran 1.025-1.027x and gate_up 1.013-1.014x at T = 2048, 8192; at the
+    // wide kernel's 32 and 64 too (02eea55, …-ab-stage-release-wide-kernel.json)
+    // 1.004-1.012x more where those widths run (qwen3 T = 1024, 2048, gpt-oss
+    // T = 512).
     auto fragment_step = [&](int sb, int b, uint32_t(&abuf)[4][4], bool last) {
       auto& st = s.stages[ps.stage];
       if (sb == 0 && b == 0) {
