@@ -295,8 +295,8 @@ __device__ __forceinline__ void mma_tile(const GemmParams& p, SharedStorage<kBlo
     // buffer abuf, one commit group. The wait retires the previous group,
     // so the buffer the next step fills is free. The previous stage, whose
     // groups that wait has all retired, is released after the stage's last
-    // step (last), or, in the wide kernel (four steps per stage), after its
-    // first: the producer may refill it while the other three steps run.
+    // step (last) in the narrow kernel, or elsewhere after its first: the
+    // producer may refill it while the stage's other steps run.
     // NOTES: H200 A/Bs: in every kernel (c03f71c, bench/results/2026-12-02-
     // h200-ab-stage-release-after-first-step.json) it lost on narrow tiles
     // (qwen3 T = 16, 128 0.980-0.999x, deepseek gate_up T = 8 0.966x); at
@@ -304,7 +304,8 @@ __device__ __forceinline__ void mma_tile(const GemmParams& p, SharedStorage<kBlo
     // ran 1.025-1.027x and gate_up 1.013-1.014x at T = 2048, 8192; at the
     // wide kernel's 32 and 64 too (02eea55, …-ab-stage-release-wide-kernel.json)
     // 1.004-1.012x more where those widths run (qwen3 T = 1024, 2048, gpt-oss
-    // T = 512).
+    // T = 512). The medium kernel's share of c03f71c was a gain (qwen3's layer
+    // at T = 512 1.015x).
     auto fragment_step = [&](int sb, int b, uint32_t(&abuf)[4][4], bool last) {
       auto& st = s.stages[ps.stage];
       if (sb == 0 && b == 0) {
@@ -332,7 +333,7 @@ __device__ __forceinline__ void mma_tile(const GemmParams& p, SharedStorage<kBlo
       }
       ptx::wgmma_commit_group();
       ptx::wgmma_wait_group<1>();
-      if constexpr (kBlocks == 2) {
+      if constexpr (kBlockT != 32) {
         if (sb == 0 && b == 0 && prev_stage >= 0) ptx::mbarrier_arrive(&s.empty[prev_stage]);
         if (last) {
           prev_stage = ps.stage;
