@@ -304,8 +304,8 @@ __device__ __forceinline__ void mma_tile(const GemmParams& p, SharedStorage<kBlo
     // ran 1.025-1.027x and gate_up 1.013-1.014x at T = 2048, 8192; at the
     // wide kernel's 32 and 64 too (02eea55, …-ab-stage-release-wide-kernel.json)
     // 1.004-1.012x more where those widths run (qwen3 T = 1024, 2048, gpt-oss
-    // T = 512). The medium kernel's share of c03f71c was a gain (qwen3's layer
-    // at T = 512 1.015x).
+    // T = 512); in the medium kernel (9a1f6c6, …-ab-stage-release-medium-
+    // kernel.json) 0.994-1.015x, geomean 1.005x, at 32 rows per expert.
     auto fragment_step = [&](int sb, int b, uint32_t(&abuf)[4][4], bool last) {
       auto& st = s.stages[ps.stage];
       if (sb == 0 && b == 0) {
