@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 
 #include "cuda/check.hpp"
 #include "cuda/epilogue.cuh"
@@ -38,32 +39,40 @@ __global__ void f32_to_bf16_kernel(const float* x, uint16_t* y, int64_t n, bool 
 
 // out[t][c] = y[t*k][c] + ... + y[t*k + k-1][c], summed from 0 in slot order.
 // kVec columns per thread (4: float4 loads and stores; 1 when out is not
-// 16-byte aligned); tokens along the grid's y. NOTES: one element per
-// thread with a 64-bit division of the flat index ran the qwen3 layer's
+// 16-byte aligned); tokens along the grid's y. A token's slots are loaded
+// kBatch at a time before any of them is added, so that each thread has
+// kBatch loads in flight; the additions keep their order. NOTES: one element
+// per thread with a 64-bit division of the flat index ran the qwen3 layer's
 // combine (T = 2048: 134 MB of per-pair rows) at 3.8 TB/s, 77% of the DRAM
-// peak (ncu at 9a59126).
+// peak (ncu at 9a59126); a plain loop over the slots compiled to loads
+// between the dependent additions, one or two in flight per thread (SASS).
 template <int kVec>
 __global__ void combine_slots_kernel(const float* y, int64_t num_tokens, int32_t top_k, int64_t cols,
                                      const PlanStatus* status, float* out, bool overlaps_previous) {
+  constexpr int kBatch = 8;
+  using Vec = std::conditional_t<kVec == 4, float4, float>;
   if (overlaps_previous) ptx::grid_dependency_wait();  // y and status are the previous kernel's
   if (status->code != kPlanOk) return;
   const int64_t c = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) * kVec;
   if (c >= cols) return;
   for (int64_t t = blockIdx.y; t < num_tokens; t += gridDim.y) {
-    float sum[kVec] = {};
-    for (int32_t j = 0; j < top_k; ++j) {
-      const float* row = y + (t * top_k + j) * cols + c;
-      if constexpr (kVec == 4) {
-        const float4 v = *reinterpret_cast<const float4*>(row);
-        sum[0] += v.x, sum[1] += v.y, sum[2] += v.z, sum[3] += v.w;
-      } else {
-        sum[0] += row[0];
+    Vec sum = {};
+    const float* rows = y + t * top_k * cols + c;
+    for (int32_t j0 = 0; j0 < top_k; j0 += kBatch) {
+      Vec v[kBatch];
+#pragma unroll
+      for (int b = 0; b < kBatch; ++b)
+        if (j0 + b < top_k) v[b] = *reinterpret_cast<const Vec*>(rows + (j0 + b) * cols);
+#pragma unroll
+      for (int b = 0; b < kBatch; ++b) {
+        if (j0 + b >= top_k) break;
+        if constexpr (kVec == 4)
+          sum.x += v[b].x, sum.y += v[b].y, sum.z += v[b].z, sum.w += v[b].w;
+        else
+          sum += v[b];
       }
     }
-    if constexpr (kVec == 4)
-      *reinterpret_cast<float4*>(out + t * cols + c) = {sum[0], sum[1], sum[2], sum[3]};
-    else
-      out[t * cols + c] = sum[0];
+    *reinterpret_cast<Vec*>(out + t * cols + c) = sum;
   }
 }
 
