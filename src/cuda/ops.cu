@@ -699,12 +699,7 @@ Status moe_layer(Context& ctx, const CudaMoeLayerArgs& a, Stream stream) {
     NVFP4MOE_RETURN_IF_ERROR(launch_grouped_gemm(gu, block_t, m.num_sms, stream));
     down.x_map = RowMap::kCompact;
     down.route_w = a.route_weights;
-    // The combine is launched to overlap down, as in the decode layer: its
-    // CTAs take the SMs down's tail frees and wait there for the whole grid.
-    down.next_overlaps = true;
     NVFP4MOE_RETURN_IF_ERROR(launch_grouped_gemm(down, block_t, m.num_sms, stream));
-    return launch_combine_slots(m.y_f32.as<float>(), T, k, H, m.plan().status, a.out, stream,
-                                LaunchOrder::kOverlapPrevious);
   } else {
     NVFP4MOE_RETURN_IF_ERROR(m.grow(&m.gu_f32, sizeof(float) * pairs * 2 * F, stream, "gu_f32"));
     gu.alpha = gu.alpha_up = nullptr;
