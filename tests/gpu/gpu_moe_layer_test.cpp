@@ -110,6 +110,16 @@ TEST_F(GpuMoeLayer, SwiGLUWideTiles) {
   check({8, 512, 192, 700, 2, false, Activation::kSwiGLU});
   check({8, 512, 192, 700, 2, true, Activation::kSwiGLUOai});
 }
+// The combine loads a token's slots eight at a time before adding them: k
+// of one slot, of more than one batch (12) and of two whole batches (16),
+// on the plan path and at decode sizes.
+TEST_F(GpuMoeLayer, CombineOverSlotBatches) {
+  for (const int64_t k : {1, 12, 16}) {
+    SCOPED_TRACE("k = " + std::to_string(k));
+    check({32, 256, 128, 40, k, false, Activation::kSwiGLU});
+    check({32, 256, 128, 1, k, false, Activation::kSwiGLU});
+  }
+}
 TEST_F(GpuMoeLayer, DecodeSingleToken) { check({64, 1024, 256, 1, 8, false, Activation::kSwiGLU}); }
 TEST_F(GpuMoeLayer, DecodeTwoTokensOaiMerged) { check({32, 512, 320, 2, 4, true, Activation::kSwiGLUOai}); }
 TEST_F(GpuMoeLayer, DecodeEightTokensOaiMerged) { check({32, 512, 320, 8, 4, true, Activation::kSwiGLUOai}); }
