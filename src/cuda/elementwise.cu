@@ -46,6 +46,8 @@ __global__ void f32_to_bf16_kernel(const float* x, uint16_t* y, int64_t n, bool 
 // combine (T = 2048: 134 MB of per-pair rows) at 3.8 TB/s, 77% of the DRAM
 // peak (ncu at 9a59126); a plain loop over the slots compiled to loads
 // between the dependent additions, one or two in flight per thread (SASS).
+// Batched, qwen3's decode layer ran 1.02-1.05x in a graph and T = 2048 as
+// before (bench/results/2026-12-02-h200-ab-combine-loads-and-overlap.json).
 template <int kVec>
 __global__ void combine_slots_kernel(const float* y, int64_t num_tokens, int32_t top_k, int64_t cols,
                                      const PlanStatus* status, float* out, bool overlaps_previous) {
