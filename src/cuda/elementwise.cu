@@ -25,7 +25,8 @@ uint32_t blocks_for(int64_t n) { return uint32_t(std::min<int64_t>((n + kThreads
 // aligned (the op checks x; y is the workspace). NOTES: one element per
 // thread (4-byte loads, 2-byte stores) took ~36 us for qwen3 down's F32
 // per-slot rows at T = 2048 (75 MB moved), 21% of the op.
-__global__ void f32_to_bf16_kernel(const float* x, uint16_t* y, int64_t n, bool next_overlaps) {
+__global__ void f32_to_bf16_kernel(const float* x, uint16_t* y, int64_t n, bool next_overlaps,
+                                   bool overlaps_previous) {
   if (next_overlaps) ptx::launch_dependents();
   const int64_t vectors = n / 8, stride = int64_t(gridDim.x) * blockDim.x;
   for (int64_t v = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; v < vectors; v += stride) {
@@ -35,6 +36,9 @@ __global__ void f32_to_bf16_kernel(const float* x, uint16_t* y, int64_t n, bool 
   }
   for (int64_t i = vectors * 8 + blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += stride)
     y[i] = uint16_t(ptx::pack_bf16x2_rn(x[i], 0.0f) & 0xFFFFu);
+  // Launched beside the plan: the next kernel in the stream waits for this
+  // grid only, so it must not end before the plan does.
+  if (overlaps_previous && blockIdx.x == 0 && threadIdx.x == 0) ptx::grid_dependency_wait();
 }
 
 // out[t][c] = y[t*k][c] + ... + y[t*k + k-1][c], summed from 0 in slot order.
@@ -108,9 +112,11 @@ __global__ void swiglu_pairs_kernel(const float* gate_up, int64_t pairs, int64_t
 
 }  // namespace
 
-Status launch_f32_to_bf16(const float* x, uint16_t* y, int64_t n, cudaStream_t stream, bool next_overlaps) {
+Status launch_f32_to_bf16(const float* x, uint16_t* y, int64_t n, cudaStream_t stream, bool next_overlaps,
+                          LaunchOrder order) {
   if (n == 0) return ok_status();
-  f32_to_bf16_kernel<<<blocks_for((n + 7) / 8), kThreads, 0, stream>>>(x, y, n, next_overlaps);
+  NVFP4MOE_CUDA_TRY(launch_kernel(f32_to_bf16_kernel, dim3(blocks_for((n + 7) / 8)), dim3(kThreads), 0, stream, order,
+                                  x, y, n, next_overlaps, order == LaunchOrder::kOverlapPrevious));
   NVFP4MOE_CUDA_CHECK_LAUNCH("f32_to_bf16_kernel");
   return ok_status();
 }

@@ -281,13 +281,17 @@ StreamerLaunchShape weight_streamer_launch_shape(int64_t n, int64_t k, int64_t n
 Status launch_weight_streamer(const GemmParams& p, int num_sms, cudaStream_t stream, LaunchOrder order);
 
 Status launch_build_plan(const int32_t* ids, int64_t num_tokens, int64_t top_k, int64_t num_experts,
-                         int32_t block_rows, int32_t light_max_rows, const DevicePlan& plan, cudaStream_t stream);
+                         int32_t block_rows, int32_t light_max_rows, const DevicePlan& plan, cudaStream_t stream,
+                         bool next_overlaps = false);
 
 // x (F32) -> BF16, n elements.
 // next_overlaps: the next kernel is launched to overlap this one
 // (LaunchOrder::kOverlapPrevious) and waits for its output; this kernel then
-// lets it be scheduled at once.
-Status launch_f32_to_bf16(const float* x, uint16_t* y, int64_t n, cudaStream_t stream, bool next_overlaps = false);
+// lets it be scheduled at once. order kOverlapPrevious: the conversion runs
+// beside the kernel before it (the plan, which reads nothing it writes) and
+// does not end before that kernel, so the next kernel finds both done.
+Status launch_f32_to_bf16(const float* x, uint16_t* y, int64_t n, cudaStream_t stream, bool next_overlaps = false,
+                          LaunchOrder order = LaunchOrder::kAfterPrevious);
 // out[t][:] = sum_j y[t*k + j][:] in slot order (deterministic), F32.
 // Writes nothing when *status holds an error (bad ids: y was never written).
 // With kOverlapPrevious it waits before anything else.

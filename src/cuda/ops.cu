@@ -394,8 +394,12 @@ PlanOptions choose_plan_options(int64_t num_tokens, int64_t top_k, int64_t num_e
   return o;
 }
 
-Status build_plan(Context& ctx, const int32_t* ids, int64_t num_tokens, int64_t top_k, int64_t num_experts,
-                  const PlanOptions& options, Stream stream) {
+namespace {
+
+// build_plan, and with next_overlaps the plan kernel lets the next kernel
+// (the F32 activations' conversion) be scheduled beside it.
+Status launch_plan(Context& ctx, const int32_t* ids, int64_t num_tokens, int64_t top_k, int64_t num_experts,
+                   const PlanOptions& options, Stream stream, bool next_overlaps) {
   NVFP4MOE_RETURN_IF_ERROR(check_shape_limits(num_tokens, top_k, num_experts));
   NVFP4MOE_RETURN_IF_ERROR(validate_plan_options(options));
   const int32_t block_rows = options.block_rows, light_max_rows = options.light_max_rows;
@@ -408,7 +412,15 @@ Status build_plan(Context& ctx, const int32_t* ids, int64_t num_tokens, int64_t 
   m.status_experts = num_experts;
   m.plan_block_rows = block_rows;
   m.plan_light_max_rows = light_max_rows;
-  return launch_build_plan(ids, num_tokens, top_k, num_experts, block_rows, light_max_rows, m.plan(), stream);
+  return launch_build_plan(ids, num_tokens, top_k, num_experts, block_rows, light_max_rows, m.plan(), stream,
+                           next_overlaps);
+}
+
+}  // namespace
+
+Status build_plan(Context& ctx, const int32_t* ids, int64_t num_tokens, int64_t top_k, int64_t num_experts,
+                  const PlanOptions& options, Stream stream) {
+  return launch_plan(ctx, ids, num_tokens, top_k, num_experts, options, stream, false);
 }
 
 Status build_plan(Context& ctx, const int32_t* ids, int64_t num_tokens, int64_t top_k, int64_t num_experts,
@@ -458,9 +470,11 @@ Status check_weights_arg(const DeviceExpertWeights* w, const char* name) {
 
 // Converts F32 activations to BF16 in the workspace; BF16 passes through.
 // next_overlaps: the kernel that reads them will be launched to overlap the
-// conversion, which then lets it be scheduled at once.
+// conversion, which then lets it be scheduled at once. order: the
+// conversion's own launch (launch_f32_to_bf16).
 Status activations_bf16(Context::Impl& m, const void* x, DType dtype, int64_t elems, cudaStream_t stream,
-                        const uint16_t** out, bool next_overlaps = false) {
+                        const uint16_t** out, bool next_overlaps = false,
+                        LaunchOrder order = LaunchOrder::kAfterPrevious) {
   if (dtype == DType::kBF16) {
     *out = static_cast<const uint16_t*>(x);
     return ok_status();
@@ -468,9 +482,22 @@ Status activations_bf16(Context::Impl& m, const void* x, DType dtype, int64_t el
   if (dtype != DType::kF32) return invalid_argument("x_dtype = ", int(dtype), " is not F32 or BF16");
   NVFP4MOE_RETURN_IF_ERROR(m.grow(&m.x_bf16, sizeof(uint16_t) * elems, stream, "x_bf16"));
   NVFP4MOE_RETURN_IF_ERROR(
-      launch_f32_to_bf16(static_cast<const float*>(x), m.x_bf16.as<uint16_t>(), elems, stream, next_overlaps));
+      launch_f32_to_bf16(static_cast<const float*>(x), m.x_bf16.as<uint16_t>(), elems, stream, next_overlaps, order));
   *out = m.x_bf16.as<uint16_t>();
   return ok_status();
+}
+
+// The plan path's first two launches: the routing plan, then the BF16
+// activations. F32 ones are converted beside the plan, which reads only the
+// ids (both write what no earlier kernel still reads: the launch before them
+// waited for the previous call's GEMMs).
+Status plan_and_activations(Context& ctx, const int32_t* ids, int64_t num_tokens, int64_t top_k,
+                            int64_t num_experts, const PlanOptions& options, const void* x, DType x_dtype,
+                            int64_t elems, cudaStream_t stream, const uint16_t** out) {
+  const bool converts = x_dtype == DType::kF32;
+  NVFP4MOE_RETURN_IF_ERROR(launch_plan(ctx, ids, num_tokens, top_k, num_experts, options, stream, converts));
+  return activations_bf16(*ctx.impl(), x, x_dtype, elems, stream, out, false,
+                          converts ? LaunchOrder::kOverlapPrevious : LaunchOrder::kAfterPrevious);
 }
 
 // The activations of a weight streamer over T tokens (elems values): one
@@ -601,9 +628,9 @@ Status mul_mat_id(Context& ctx, const CudaMulMatIdArgs& a, Stream stream) {
   }
   const PlanOptions tiles = choose_plan_options(a.num_tokens, a.top_k, w.num_experts);
   const int32_t block_t = tiles.block_rows;
-  NVFP4MOE_RETURN_IF_ERROR(build_plan(ctx, a.ids, a.num_tokens, a.top_k, w.num_experts, tiles, stream));
   const uint16_t* x = nullptr;
-  NVFP4MOE_RETURN_IF_ERROR(activations_bf16(m, a.x, a.x_dtype, x_rows * w.cols, stream, &x));
+  NVFP4MOE_RETURN_IF_ERROR(plan_and_activations(ctx, a.ids, a.num_tokens, a.top_k, w.num_experts, tiles, a.x,
+                                                a.x_dtype, x_rows * w.cols, stream, &x));
   GemmParams p;
   NVFP4MOE_RETURN_IF_ERROR(gemm_params(m, w, a.schedule, block_t, stream, &p));
   p.x = x;
@@ -670,9 +697,9 @@ Status moe_layer(Context& ctx, const CudaMoeLayerArgs& a, Stream stream) {
   }
   const PlanOptions tiles = choose_plan_options(T, k, L.num_experts);
   const int32_t block_t = tiles.block_rows;
-  NVFP4MOE_RETURN_IF_ERROR(build_plan(ctx, a.ids, T, k, L.num_experts, tiles, stream));
   const uint16_t* x = nullptr;
-  NVFP4MOE_RETURN_IF_ERROR(activations_bf16(m, a.x, a.x_dtype, T * H, stream, &x));
+  NVFP4MOE_RETURN_IF_ERROR(
+      plan_and_activations(ctx, a.ids, T, k, L.num_experts, tiles, a.x, a.x_dtype, T * H, stream, &x));
 
   GemmParams gu, down;
   NVFP4MOE_RETURN_IF_ERROR(gemm_params(m, L.gate_up, a.schedule, block_t, stream, &gu));

@@ -47,6 +47,7 @@
 #include "cuda/check.hpp"
 #include "cuda/launch.hpp"
 #include "cuda/plan_kernels.cuh"
+#include "cuda/ptx/grid_dependency.cuh"
 #include "cuda/scheduler.cuh"
 
 namespace nvfp4moe::cuda {
@@ -158,8 +159,11 @@ __device__ __forceinline__ uint64_t block_exclusive_sum(uint64_t value, int warp
 // rolled.
 __global__ void __launch_bounds__(kPlanThreads, 1)
     build_plan_kernel(const int32_t* __restrict__ ids, int32_t num_tokens, int32_t top_k, int32_t num_experts,
-                      int32_t block_rows, int32_t light_max_rows, PlanGeometry geometry, DevicePlan plan) {
+                      int32_t block_rows, int32_t light_max_rows, PlanGeometry geometry, DevicePlan plan,
+                      bool next_overlaps) {
   static_assert(kPlanWarps == 32, "the block scan's second level is one warp");
+  // The F32 activations' conversion may run beside the plan (launch_build_plan).
+  if (next_overlaps) ptx::launch_dependents();
   __shared__ uint64_t warp_sums[kPlanWarps];
   __shared__ int32_t warp_light[kPlanWarps];
   __shared__ int32_t first_bad, max_count, jobs_total;
@@ -429,7 +433,8 @@ __global__ void __launch_bounds__(kPlanThreads, 1)
 }
 
 Status launch_build_plan(const int32_t* ids, int64_t num_tokens, int64_t top_k, int64_t num_experts,
-                         int32_t block_rows, int32_t light_max_rows, const DevicePlan& plan, cudaStream_t stream) {
+                         int32_t block_rows, int32_t light_max_rows, const DevicePlan& plan, cudaStream_t stream,
+                         bool next_overlaps) {
   // One thread per expert in the scans over experts.
   if (num_experts > kPlanThreads)
     return make_status(StatusCode::kOutOfRange, "num_experts = ", num_experts, " exceeds the plan kernel's ",
@@ -445,7 +450,8 @@ Status launch_build_plan(const int32_t* ids, int64_t num_tokens, int64_t top_k, 
   cooperative.val.cooperative = 1;
   NVFP4MOE_CUDA_TRY(launch_kernel_with(build_plan_kernel, dim3(unsigned(ctas)), dim3(kPlanThreads), smem, stream,
                                        ctas > 1 ? &cooperative : nullptr, ids, int32_t(num_tokens), int32_t(top_k),
-                                       int32_t(num_experts), block_rows, light_max_rows, geometry, plan));
+                                       int32_t(num_experts), block_rows, light_max_rows, geometry, plan,
+                                       next_overlaps));
   NVFP4MOE_CUDA_CHECK_LAUNCH("build_plan_kernel");
   return ok_status();
 }

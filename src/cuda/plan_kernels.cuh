@@ -121,6 +121,6 @@ inline size_t plan_smem_bytes(int64_t num_experts) {
 
 __global__ void build_plan_kernel(const int32_t* ids, int32_t num_tokens, int32_t top_k, int32_t num_experts,
                                   int32_t block_rows, int32_t light_max_rows, PlanGeometry geometry,
-                                  DevicePlan plan);
+                                  DevicePlan plan, bool next_overlaps);
 
 }  // namespace nvfp4moe::cuda

@@ -297,7 +297,8 @@ TEST_F(GpuMoeLayer, LightExpertsGiveTheBitsOfOneWideLaunch) {
 // graph: a down kernel that staged h before gate_up wrote it would read the
 // previous call's h. T = 1, 3 run the weight streamers, also with both
 // splitting K 3 ways (a split's counters must be back at zero for the next
-// call's); T = 40, the plan path in stream order, is the control. T = 64
+// call's); T = 40 runs the plan path, whose F32 x is converted beside the
+// plan kernel (so the GEMM after them must find both done). T = 64
 // with light experts forced (NVFP4MOE_EXPERT_CLASSES=1: about half the 16
 // experts have at most 32 rows) runs each GEMM as two launches, the light
 // experts' beside the other's tail: the next kernel must still find both

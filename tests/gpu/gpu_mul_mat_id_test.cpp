@@ -157,6 +157,67 @@ TEST_F(GpuMulMatId, F32ActivationsRoundLikeTheHost) {
   }
 }
 
+// On the plan path F32 x is converted beside the plan kernel (programmatic
+// dependent launch): the GEMM after them must find both done. Several calls
+// back to back, each on fresh x and ids into its own poisoned y, must equal
+// the same calls in plain stream order (NVFP4MOE_SERIAL_LAUNCHES=1) bit for
+// bit, directly and inside one graph: a GEMM that ran on the previous call's
+// plan, or a conversion that ended before the plan, shows as a call that
+// differs. Narrow (T = 40), wide (T = 300) and light-expert (T = 1024,
+// two launches) plans; one row per token and per slot.
+TEST_F(GpuMulMatId, F32ConversionBesideThePlanEqualsSerialLaunches) {
+  constexpr int kCalls = 6;
+  const int64_t E = 32, k = 4, N = 512, K = 512;
+  std::mt19937_64 rng(test_seed());
+  const ExpertWeights w = random_weights(rng, E, N, K);
+  cuda::DeviceExpertWeights dw;
+  ASSERT_OK(cuda::upload_expert_weights(w.view(), &dw));
+  for (const int64_t T : {40, 300, 1024}) {
+    for (const bool per_slot : {false, true}) {
+      SCOPED_TRACE("T = " + std::to_string(T) + (per_slot ? ", x per slot" : ", x per token"));
+      const int64_t x_rows = per_slot ? T * k : T, ny = T * k * N;
+      std::vector<cuda::DeviceBuffer> dx, dids;
+      for (int r = 0; r < kCalls; ++r) {
+        dx.push_back(to_device(random_normal(rng, size_t(x_rows * K), 1.0f)));
+        dids.push_back(to_device(random_ids(rng, T, k, E)));
+      }
+      const auto poisoned = [&]() {
+        std::vector<cuda::DeviceBuffer> ys;
+        for (int r = 0; r < kCalls; ++r) ys.push_back(poisoned_floats(size_t(ny)));
+        return ys;
+      };
+      const auto enqueue = [&](std::vector<cuda::DeviceBuffer>* ys) {
+        for (int r = 0; r < kCalls; ++r) {
+          cuda::CudaMulMatIdArgs a = mul_mat_id_args(dw, dx[r], dids[r], T, k, (*ys)[r]);
+          a.x_per_slot = per_slot;
+          const Status st = cuda::mul_mat_id(*ctx, a, stream);
+          if (!st.ok()) return st;
+        }
+        return ok_status();
+      };
+      std::vector<cuda::DeviceBuffer> serial = poisoned(), direct = poisoned(), graphed = poisoned();
+      {
+        const ScopedEnv in_order("NVFP4MOE_SERIAL_LAUNCHES", "1");
+        ASSERT_OK(enqueue(&serial));
+      }
+      ASSERT_OK(enqueue(&direct));
+      ASSERT_OK(ctx->check_device_status(stream));
+      CapturedGraph graph;
+      ASSERT_OK(graph.capture(stream, [&] { return enqueue(&graphed); }));
+      ASSERT_CUDA(graph.launch(stream));
+      ASSERT_OK(ctx->check_device_status(stream));
+      for (int r = 0; r < kCalls; ++r) {
+        const std::vector<float> want = to_host<float>(serial[r], size_t(ny));
+        for (int64_t i = 0; i < ny; ++i) ASSERT_FALSE(std::isnan(want[i])) << "call " << r << ": y[" << i << "]";
+        EXPECT_EQ(0, std::memcmp(want.data(), to_host<float>(direct[r], size_t(ny)).data(), size_t(ny) * 4))
+            << "call " << r << ": the overlapped conversion's result differs from serial launches";
+        EXPECT_EQ(0, std::memcmp(want.data(), to_host<float>(graphed[r], size_t(ny)).data(), size_t(ny) * 4))
+            << "call " << r << ": the graph's overlapped conversion differs from serial launches";
+      }
+    }
+  }
+}
+
 // Every UE4M3 scale byte (but the NaN 0x7F) meets every E2M1 code; one-hot
 // activations make each output exactly one weight, so the kernel's dequant
 // must reproduce e2m1 * ue4m3 * alpha bit for bit.
