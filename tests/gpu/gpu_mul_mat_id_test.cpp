@@ -164,15 +164,21 @@ TEST_F(GpuMulMatId, F32ActivationsRoundLikeTheHost) {
 // bit, directly and inside one graph: a GEMM that ran on the previous call's
 // plan, or a conversion that ended before the plan, shows as a call that
 // differs. Narrow (T = 40), wide (T = 300) and light-expert (T = 1024,
-// two launches) plans; one row per token and per slot.
+// two launches) plans, one row per token and per slot; and a plan of 16384
+// pairs over 128 experts beside a short conversion (K = 64), where the plan
+// ends last.
 TEST_F(GpuMulMatId, F32ConversionBesideThePlanEqualsSerialLaunches) {
   constexpr int kCalls = 6;
-  const int64_t E = 32, k = 4, N = 512, K = 512;
+  struct Shape {
+    int64_t E, k, N, K, T;
+  };
   std::mt19937_64 rng(test_seed());
-  const ExpertWeights w = random_weights(rng, E, N, K);
-  cuda::DeviceExpertWeights dw;
-  ASSERT_OK(cuda::upload_expert_weights(w.view(), &dw));
-  for (const int64_t T : {40, 300, 1024}) {
+  for (const Shape sh : {Shape{32, 4, 512, 512, 40}, Shape{32, 4, 512, 512, 300}, Shape{32, 4, 512, 512, 1024},
+                         Shape{128, 8, 256, 64, 2048}}) {
+    const int64_t E = sh.E, k = sh.k, N = sh.N, K = sh.K, T = sh.T;
+    const ExpertWeights w = random_weights(rng, E, N, K);
+    cuda::DeviceExpertWeights dw;
+    ASSERT_OK(cuda::upload_expert_weights(w.view(), &dw));
     for (const bool per_slot : {false, true}) {
       SCOPED_TRACE("T = " + std::to_string(T) + (per_slot ? ", x per slot" : ", x per token"));
       const int64_t x_rows = per_slot ? T * k : T, ny = T * k * N;
