@@ -347,16 +347,8 @@ TEST_F(GpuMoeLayer, OverlappedLaunchesEqualSerialOnes) {
       return ok_status();
     };
     std::vector<cuda::DeviceBuffer> serial = poisoned(), direct = poisoned(), graphed = poisoned();
-    ASSERT_EQ(0, setenv("NVFP4MOE_SERIAL_LAUNCHES", "1", 1));
-    const Status serial_status = enqueue(&serial);
-    ASSERT_EQ(0, unsetenv("NVFP4MOE_SERIAL_LAUNCHES"));
-    ASSERT_OK(serial_status);
-    ASSERT_OK(enqueue(&direct));
-    ASSERT_OK(ctx->check_device_status(stream));
-    CapturedGraph graph;
-    ASSERT_OK(graph.capture(stream, [&] { return enqueue(&graphed); }));
-    ASSERT_CUDA(graph.launch(stream));
-    ASSERT_OK(ctx->check_device_status(stream));
+    run_serial_direct_graphed(*ctx, stream, enqueue, &serial, &direct, &graphed);
+    if (HasFatalFailure()) return;
     for (int r = 0; r < kCalls; ++r) {
       const std::vector<float> want = to_host<float>(serial[r], c.T * c.H);
       for (size_t i = 0; i < want.size(); ++i) ASSERT_FALSE(std::isnan(want[i])) << "T=" << T << " call " << r;

@@ -203,16 +203,8 @@ TEST_F(GpuMulMatId, F32ConversionBesideThePlanEqualsSerialLaunches) {
         return ok_status();
       };
       std::vector<cuda::DeviceBuffer> serial = poisoned(), direct = poisoned(), graphed = poisoned();
-      {
-        const ScopedEnv in_order("NVFP4MOE_SERIAL_LAUNCHES", "1");
-        ASSERT_OK(enqueue(&serial));
-      }
-      ASSERT_OK(enqueue(&direct));
-      ASSERT_OK(ctx->check_device_status(stream));
-      CapturedGraph graph;
-      ASSERT_OK(graph.capture(stream, [&] { return enqueue(&graphed); }));
-      ASSERT_CUDA(graph.launch(stream));
-      ASSERT_OK(ctx->check_device_status(stream));
+      run_serial_direct_graphed(*ctx, stream, enqueue, &serial, &direct, &graphed);
+      if (HasFatalFailure()) return;
       for (int r = 0; r < kCalls; ++r) {
         const std::vector<float> want = to_host<float>(serial[r], size_t(ny));
         for (int64_t i = 0; i < ny; ++i) ASSERT_FALSE(std::isnan(want[i])) << "call " << r << ": y[" << i << "]";

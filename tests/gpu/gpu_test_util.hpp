@@ -111,6 +111,31 @@ inline cuda::DeviceBuffer poisoned_floats(size_t n) {
   return to_device(nan);
 }
 
+// Outputs of one sequence of calls per way it can run: enqueue(outputs)
+// enqueues the calls into their outputs.
+using EnqueueInto = std::function<Status(std::vector<cuda::DeviceBuffer>*)>;
+
+// The same calls run three ways, each into its own outputs: launched one
+// after another (NVFP4MOE_SERIAL_LAUNCHES), launched as the library overlaps
+// them, and those overlapped launches captured in a graph and replayed. The
+// device status is checked after the last two. Overlap tests compare direct
+// and graphed with serial bit for bit; the caller checks HasFatalFailure().
+inline void run_serial_direct_graphed(cuda::Context& ctx, cudaStream_t stream, const EnqueueInto& enqueue,
+                                      std::vector<cuda::DeviceBuffer>* serial,
+                                      std::vector<cuda::DeviceBuffer>* direct,
+                                      std::vector<cuda::DeviceBuffer>* graphed) {
+  {
+    const ScopedEnv in_order("NVFP4MOE_SERIAL_LAUNCHES", "1");
+    ASSERT_OK(enqueue(serial));
+  }
+  ASSERT_OK(enqueue(direct));
+  ASSERT_OK(ctx.check_device_status(stream));
+  CapturedGraph graph;
+  ASSERT_OK(graph.capture(stream, [&] { return enqueue(graphed); }));
+  ASSERT_CUDA(graph.launch(stream));
+  ASSERT_OK(ctx.check_device_status(stream));
+}
+
 // Random NVFP4 weights: random codes, scale bytes around 1.0 (0x30..0x40:
 // 2^-1 .. 2^1 with all mantissas), alpha positive.
 inline ExpertWeights random_weights(std::mt19937_64& rng, int64_t E, int64_t N, int64_t K, float alpha_scale = 0.05f) {
