@@ -142,7 +142,8 @@ inline int64_t forced_splits(const char* variable) {
 // qwen3 gate_up at T = 1 (k = 8, N = 1536, K = 2048, 132 SMs): at most 8 jobs
 // x 6 N tiles = 48 items < 66 -> min(ceil(132 / 48), 32 / 8) = 3 splits of 11
 // K blocks; at T = 16 (<= 128 jobs x 6 = 768 items) -> 1. NVFP4MOE_K_SPLITS
-// overrides it for experiments.
+// overrides it for experiments, on every tile (the wide and medium tiles
+// write raw partial sums by the same F32 tile path).
 int32_t choose_k_splits(int64_t num_tokens, int64_t top_k, int64_t num_experts, int64_t n, int64_t k,
                         int32_t block_t, int num_sms);
 

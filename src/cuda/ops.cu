@@ -551,7 +551,11 @@ Status gemm_params(Context::Impl& m, const DeviceExpertWeights& w, Schedule sche
   p.light_max_rows = m.plan_light_max_rows;
   p.light_jobs_begin = d.light_jobs_begin;
   p.sorted_rows = m.plan_tokens * m.plan_top_k;
-  p.k_splits = choose_k_splits(m.plan_tokens, m.plan_top_k, w.num_experts, w.rows, w.cols, block_t, m.num_sms);
+  // Light experts' two launches sum each job's K in one piece (their tiles
+  // agree bit for bit), so only a plan without them splits K.
+  p.k_splits = m.plan_light_max_rows > 0
+                   ? 1
+                   : choose_k_splits(m.plan_tokens, m.plan_top_k, w.num_experts, w.rows, w.cols, block_t, m.num_sms);
   if (p.k_splits > 1) {
     NVFP4MOE_RETURN_IF_ERROR(
         m.grow(&m.partial_f32, sizeof(float) * p.k_splits * p.sorted_rows * w.rows, stream, "partial_f32"));

@@ -172,6 +172,7 @@ TEST(CudaHostPolicy, ForcedKSplitsLeaveNoEmptySplit) {
   ASSERT_EQ(0, setenv("NVFP4MOE_K_SPLITS", "4", 1));
   EXPECT_EQ(3, cuda::choose_k_splits(1, 8, 128, 1536, 9 * 64, cuda::kBlockTNarrow, 132));
   EXPECT_EQ(4, cuda::choose_k_splits(1, 8, 128, 1536, 2048, cuda::kBlockTNarrow, 132));
+  EXPECT_EQ(4, cuda::choose_k_splits(2048, 2, 8, 4096, 14336, cuda::kBlockTWide, 132));  // every tile obeys it
   ASSERT_EQ(0, setenv("NVFP4MOE_K_SPLITS", "100", 1));
   EXPECT_EQ(9, cuda::choose_k_splits(1, 8, 128, 1536, 9 * 64, cuda::kBlockTNarrow, 132));
   ASSERT_EQ(0, unsetenv("NVFP4MOE_K_SPLITS"));

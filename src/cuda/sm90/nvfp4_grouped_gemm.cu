@@ -77,10 +77,10 @@ Status launch_sm90(const GemmParams& p, int num_sms, cudaStream_t stream, Launch
 
 int32_t choose_k_splits(int64_t num_tokens, int64_t top_k, int64_t num_experts, int64_t n, int64_t k,
                         int32_t block_t, int num_sms) {
-  if (block_t != kBlockTNarrow) return 1;
   const int64_t k_blocks = k / 64;
-  if (const int64_t forced = forced_splits("NVFP4MOE_K_SPLITS"))  // experiments only
+  if (const int64_t forced = forced_splits("NVFP4MOE_K_SPLITS"))  // experiments only, any tile
     return splits_without_empty(k_blocks, std::min(forced, k_blocks));
+  if (block_t != kBlockTNarrow) return 1;
   constexpr int kChunks = sm90::TileConfig<kBlockTNarrow>::kChunks;
   // Each split pays a tile set-up, an epilogue and a partial write, so split
   // only when most SMs would idle, into long pieces (H200: 6 splits of 5-6
