@@ -146,20 +146,6 @@ inline int64_t forced_splits(const char* variable) {
 // write raw partial sums by the same F32 tile path).
 int32_t choose_k_splits(int64_t num_tokens, int64_t top_k, int64_t num_experts, int64_t n, int64_t k,
                         int32_t block_t, int num_sms);
-// Its rule for the wide and medium tiles: two splits where K is long and
-// the routing's items (compact_items_bound) may outnumber the SMs, but not
-// twice over. A routing that leaves a few more items than SMs runs a second
-// wave of whole-K items on a few SMs while the rest idle; halved items fill
-// it. Worked example, mixtral down (E = 8, k = 2, N = 4096, K = 14336 = 224
-// K blocks, 16 N tiles of 256): T = 512 -> (1024 / 128 + 8) x 16 = 256
-// items in (132, 264] -> 2 splits; T = 1024 -> 384 items -> 1. NOTES: H200
-// probe (bench/results/2026-12-02-h200-probe-wide-tile-k-splits.json,
-// splits forced): mixtral down T = 512 1.06x uniform, 1.14x Zipf(1.2);
-// T = 256 0.97x, 1.10x; T = 1024 0.95x, 1.06x; T = 2048 0.92x; gate_up
-// T = 512 (K = 4096, 112 N tiles) 0.74x; three or four splits no better.
-// Between 64 and 224 K blocks not measured, hence the line at 128.
-inline constexpr int64_t kWideSplitMinKBlocks = 128;
-int32_t wide_k_splits(int64_t pairs, int64_t num_experts, int64_t n, int64_t k_blocks, int32_t block_t, int num_sms);
 
 // The weight streamer (weight_streamer.cu) runs MUL_MAT_ID without a plan
 // for T <= kStreamMaxTokens: rows per expert never exceed T (an expert

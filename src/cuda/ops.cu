@@ -297,17 +297,10 @@ Status Context::reserve(int64_t num_tokens, int64_t top_k, int64_t num_experts, 
   NVFP4MOE_RETURN_IF_ERROR(m.grow(&m.h_bf16, sizeof(uint16_t) * pairs * max_cols, nullptr, "h_bf16"));
   NVFP4MOE_RETURN_IF_ERROR(m.grow(&m.y_f32, sizeof(float) * pairs * max_cols, nullptr, "y_f32"));
   NVFP4MOE_RETURN_IF_ERROR(m.grow(&m.gu_f32, sizeof(float) * pairs * 2 * max_cols, nullptr, "gu_f32"));
-  // Narrow tiles split K only while items = jobs * n_tiles < 2 * SMs
-  // (choose_k_splits), so splits * rows * n <= 2 * SMs * 256 * 32 + rows * n
-  // with rows <= 2 * SMs * 32. Wide and medium tiles split in two only where
-  // K may be long and (rows / block_t + 1) * n_tiles <= 2 * SMs
-  // (wide_k_splits), so 2 * rows * n <= 2 * (2 * SMs * 128 * 256).
+  // Split K runs only while items = jobs * n_tiles < 2 * SMs (choose_k_splits),
+  // so splits * rows * n <= 2 * SMs * 256 * 32 + rows * n with rows <= 2 * SMs * 32.
   const int64_t split_rows = std::min<int64_t>(pairs, 2 * int64_t(m.num_sms) * 32);
-  const int64_t narrow_partial = 2 * int64_t(m.num_sms) * 256 * 32 + split_rows * 2 * max_cols;
-  const int64_t wide_partial =
-      max_cols >= 64 * kWideSplitMinKBlocks ? 2 * std::min<int64_t>(2 * int64_t(m.num_sms) * 128 * 256, pairs * 2 * max_cols)
-                                            : 0;
-  const int64_t partial = std::max(narrow_partial, wide_partial);
+  const int64_t partial = 2 * int64_t(m.num_sms) * 256 * 32 + split_rows * 2 * max_cols;
   NVFP4MOE_RETURN_IF_ERROR(m.grow(&m.partial_f32, sizeof(float) * partial, nullptr, "partial_f32"));
   // The streamer's K-split workspace, where a K of up to max_cols would
   // split (the split count only grows with K).

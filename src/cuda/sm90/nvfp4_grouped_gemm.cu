@@ -75,21 +75,12 @@ Status launch_sm90(const GemmParams& p, int num_sms, cudaStream_t stream, Launch
 
 }  // namespace
 
-int32_t wide_k_splits(int64_t pairs, int64_t num_experts, int64_t n, int64_t k_blocks, int32_t block_t, int num_sms) {
-  static_assert(sm90::TileConfig<kBlockTWide>::kChunks == sm90::TileConfig<kBlockTMedium>::kChunks,
-                "the wide and medium tiles are equally wide in N");
-  constexpr int64_t kTileN = 64 * sm90::TileConfig<kBlockTWide>::kChunks;
-  if (k_blocks < kWideSplitMinKBlocks) return 1;
-  const int64_t items = compact_items_bound(pairs, num_experts, block_t, (n + kTileN - 1) / kTileN, 1);
-  return items > num_sms && items <= 2 * int64_t(num_sms) ? 2 : 1;
-}
-
 int32_t choose_k_splits(int64_t num_tokens, int64_t top_k, int64_t num_experts, int64_t n, int64_t k,
                         int32_t block_t, int num_sms) {
   const int64_t k_blocks = k / 64;
   if (const int64_t forced = forced_splits("NVFP4MOE_K_SPLITS"))  // experiments only, any tile
     return splits_without_empty(k_blocks, std::min(forced, k_blocks));
-  if (block_t != kBlockTNarrow) return wide_k_splits(num_tokens * top_k, num_experts, n, k_blocks, block_t, num_sms);
+  if (block_t != kBlockTNarrow) return 1;
   constexpr int kChunks = sm90::TileConfig<kBlockTNarrow>::kChunks;
   // Each split pays a tile set-up, an epilogue and a partial write, so split
   // only when most SMs would idle, into long pieces (H200: 6 splits of 5-6
