@@ -143,7 +143,12 @@ inline int64_t forced_splits(const char* variable) {
 // x 6 N tiles = 48 items < 66 -> min(ceil(132 / 48), 32 / 8) = 3 splits of 11
 // K blocks; at T = 16 (<= 128 jobs x 6 = 768 items) -> 1. NVFP4MOE_K_SPLITS
 // overrides it for experiments, on every tile (the wide and medium tiles
-// write raw partial sums by the same F32 tile path).
+// write raw partial sums by the same F32 tile path). NOTES: wide and medium
+// tiles do not split. Two splits where K >= 128 blocks and the items bound
+// lies in (SMs, 2 SMs] (A/B, bench/results/2026-12-02-h200-ab-wide-tile-k-
+// split-policy.json): mixtral down with Zipf(1.2) 1.06-1.15x at T = 128-512,
+// but with uniform routing 0.91-0.94x at T = 128 and 384, whose items fill
+// one wave, and the layer 0.90-0.98x at T = 384-512; geomean 1.001x.
 int32_t choose_k_splits(int64_t num_tokens, int64_t top_k, int64_t num_experts, int64_t n, int64_t k,
                         int32_t block_t, int num_sms);
 

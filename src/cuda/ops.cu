@@ -710,6 +710,9 @@ Status moe_layer(Context& ctx, const CudaMoeLayerArgs& a, Stream stream) {
   GemmParams gu, down;
   NVFP4MOE_RETURN_IF_ERROR(gemm_params(m, L.gate_up, a.schedule, block_t, stream, &gu));
   NVFP4MOE_RETURN_IF_ERROR(gemm_params(m, L.down, a.schedule, block_t, stream, &down));
+  // Both GEMMs split K into one workspace, in stream order; the down's params
+  // may have regrown it (a new allocation) after the gate_up's took its address.
+  gu.partial = down.partial = m.partial_f32.as<float>();
   gu.x = x;
   gu.x_stride = H;
   gu.x_map = RowMap::kToken;

@@ -110,6 +110,18 @@ TEST_F(GpuMoeLayer, SwiGLUWideTiles) {
   check({8, 512, 192, 700, 2, false, Activation::kSwiGLU});
   check({8, 512, 192, 700, 2, true, Activation::kSwiGLUOai});
 }
+// Wide tiles with K split in two (forced; the policy splits wide tiles only
+// over a long K, launch.hpp's wide_k_splits): both GEMMs' partial sums
+// reduced, the down's with its router weight, under either schedule. The
+// second shape's down needs more workspace than its gate_up (H = 512 >
+// 2F = 384): the gate_up once kept the address of the buffer that the
+// down's params replaced (an illegal address on the H200).
+TEST_F(GpuMoeLayer, SwiGLUWideTilesSplitK) {
+  const ScopedEnv tile("NVFP4MOE_BLOCK_ROWS", "128");
+  const ScopedEnv two("NVFP4MOE_K_SPLITS", "2");
+  check({16, 256, 320, 300, 2, false, Activation::kSwiGLU});
+  check({8, 512, 192, 700, 2, true, Activation::kSwiGLUOai});
+}
 // The combine loads a token's slots eight at a time before adding them: k
 // of one slot, of more than one batch (12) and of two whole batches (16),
 // on the plan path and at decode sizes.
