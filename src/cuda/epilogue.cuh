@@ -238,7 +238,7 @@ __device__ __forceinline__ void swiglu_in_place(const ActivationParams& a, float
 template <int kTileRows, int kNumThreads, int kMaxRows>
 __device__ __forceinline__ void epilogue_store_bf16_rows(const GemmParams& p, const WorkTile& w, const uint16_t* tile,
                                                          int tile_stride, const EpilogueRows* rows, int thread,
-                                                         int64_t col0, int64_t width) {
+                                                         int64_t width) {
   // 16 bytes per lane: one warp per 256-row token row, two per 128-row one.
   constexpr int kLanesPerRow = kTileRows / 8;
   static_assert(kLanesPerRow <= 32 && 32 % kLanesPerRow == 0, "whole token rows per warp");
@@ -257,10 +257,8 @@ __device__ __forceinline__ void epilogue_store_bf16_rows(const GemmParams& p, co
   constexpr int kIters = (kMaxRows + kRowsPerPass - 1) / kRowsPerPass;
   asm volatile("" : "+r"(thread));  // as in epilogue_store
   const int lane = thread % 32, warp = thread / 32, piece = lane % kLanesPerRow;
-  const int64_t col = col0 + piece * 8;
-  // Columns past the output (N % 256 != 0, or F % 128 != 0 for h) or past a
-  // tail half's.
-  if (col >= width) return;
+  const int64_t col = int64_t(w.n_tile) * kTileRows + piece * 8;
+  if (col >= width) return;  // columns past the output (N % 256 != 0, or F % 128 != 0 for h)
   const uint16_t* src = tile + piece * 8;
   auto* y = static_cast<uint16_t*>(p.y) + col;
   store_lane_rows<kIters, kRowsPerPass, false>(p, w, src, tile_stride, rows,

@@ -48,16 +48,6 @@ struct TileQueue {
 };
 inline constexpr int kTileQueues = 2;
 
-// The compact items of a launch with tail halves (GemmParams::
-// tail_halves_sms = sms): of `items` whole items, the last ones that many
-// run as two halves each, after the others. sms < 0: every item.
-NVFP4MOE_HOST_DEVICE inline int32_t tail_halved_items(int32_t items, int32_t sms) {
-  if (sms < 0) return items;
-  if (sms == 0 || items <= sms) return 0;
-  const int32_t r = items % sms;
-  return 2 * r <= sms ? r : 0;
-}
-
 struct GemmParams {
   // Weights in the sm90 packed layout, [E][n / 64][k / 64] chunks.
   const uint8_t* w_packed = nullptr;
@@ -103,14 +93,6 @@ struct GemmParams {
   const float* route_w = nullptr;  // [T*k] by pair index; nullptr = 1
   EpilogueKind epilogue = EpilogueKind::kStore;
   ActivationParams act;
-
-  // Tail halves (wide tiles, compact schedule; tail_halves_sms, launch.hpp):
-  // > 0, the SM count S: where the items I exceed S and the last partial
-  // wave holds r = I % S <= S / 2 of them, the last r items each run as two
-  // items of half the tile's N. -1 (experiments): every item as two halves.
-  // Which columns an item holds never changes how they are summed, so the
-  // outputs stay bit-identical.
-  int32_t tail_halves_sms = 0;
 
   // Split K (narrow tiles only): k_splits > 1 writes raw FP32 partial sums to
   // partial [k_splits][T*k compact rows][n]; reduce_split_k then adds them in

@@ -152,18 +152,6 @@ inline int64_t forced_splits(const char* variable) {
 int32_t choose_k_splits(int64_t num_tokens, int64_t top_k, int64_t num_experts, int64_t n, int64_t k,
                         int32_t block_t, int num_sms);
 
-// Host policy: GemmParams::tail_halves_sms for one launch. Wide tiles of a
-// compact launch of every expert (no light class), unsplit K and no SwiGLU
-// (its rows path pairs a consumer's gate and up chunks, which a half would
-// leave to one warpgroup): num_sms, so that a last partial wave of at most
-// half the SMs runs as twice as many half items (tail_halved_items,
-// gemm_params.hpp); else 0. Items are whole-K work of one tile: a routing that
-// leaves r of them past the last full wave makes r SMs run one more while
-// the others idle. NVFP4MOE_TAIL_HALVES (experiments, tests): 0 off, "all"
-// every item halved (-1).
-int32_t choose_tail_halves(int32_t block_t, ExpertClass expert_class, int32_t k_splits, EpilogueKind epilogue,
-                           int num_sms);
-
 // The weight streamer (weight_streamer.cu) runs MUL_MAT_ID without a plan
 // for T <= kStreamMaxTokens: rows per expert never exceed T (an expert
 // appears at most once per token), so one n8 mma column set holds them all.

@@ -16,14 +16,8 @@
 //          Only real work exists; consecutive items share a job's
 //          activations, and the jobs of one expert are adjacent, so its
 //          weight tiles meet again in L2.
-//          Tail halves (wide tiles; tail_halves_sms, choose_tail_halves):
-//          where the items past the last full wave are at most half the
-//          SMs' worth, each runs as two items of half its N tile (the two
-//          warpgroups' first chunks), after all others: a routing's
-//          leftover whole-K items then spread over twice as many SMs.
-//          Which CTA computes a tile, and which of its columns an item
-//          holds, never changes what it computes, so the outputs stay
-//          bit-identical from run to run.
+//          Which CTA computes a tile never changes what it computes, so the
+//          outputs stay bit-identical from run to run.
 // rect:    the grid is every expert x ceil(T / block_t) row tiles x n_tiles;
 //          a CTA whose tile is empty exits at once. This is the baseline the
 //          compact schedule replaces.
@@ -45,16 +39,7 @@ namespace nvfp4moe::cuda {
 struct WorkTile {
   int32_t expert, row_begin, num_rows, tile_rows, n_tile;
   int32_t k_split, k_begin, k_end;  // K range in 64-wide blocks
-  int32_t n_half;  // 0: the whole N tile; 1, 2: its first or second half (tail halves)
-  // The item's first 64-row chunk and its chunk count, of kChunks per N tile.
-  __device__ __forceinline__ int first_chunk(int chunks_per_tile) const {
-    return chunks_per_tile * n_tile + (n_half == 2 ? chunks_per_tile / 2 : 0);
-  }
-  __device__ __forceinline__ int item_chunks(int chunks_per_tile) const {
-    return n_half ? chunks_per_tile / 2 : chunks_per_tile;
-  }
 };
-
 
 // job_tile_rows() of plan.hpp, on the device: the wgmma width of a tile is
 // the smallest power of two >= its rows (at least 16), so a 20-row job pays
@@ -104,7 +89,6 @@ struct TileScheduler {
   int32_t per_row_tile;  // n_tiles * k_splits
   int32_t total;
   int32_t first_job;  // compact: the class's first job
-  int32_t whole;      // compact: items before the tail halves
   int32_t next;     // rect: this CTA's next item
   int32_t pending;  // compact, fetcher: the item taken for the next call
   PipelineState ring_state;
@@ -119,9 +103,6 @@ struct TileScheduler {
     const int32_t end_job = p.expert_class == ExpertClass::kRegular ? *p.light_jobs_begin : *p.num_jobs;
     total = p.schedule == Schedule::kCompact ? (end_job - first_job) * per_row_tile
                                              : p.num_experts * p.rect_tiles_per_expert * per_row_tile;
-    const int32_t halved = p.schedule == Schedule::kCompact ? tail_halved_items(total, p.tail_halves_sms) : 0;
-    whole = total - halved;
-    total += halved;
     next = blockIdx.x;
     // The first item is the CTA's own index, the rest come from the queue
     // after the grid's first items: a CTA's first tile does not wait for
@@ -176,19 +157,13 @@ struct TileScheduler {
         next += gridDim.x;
       }
       if (item < 0) return false;
-      int32_t n_half = 0;
-      if (item >= whole) {  // tail halves: items whole + 2h and + 2h + 1 halve item whole + h
-        n_half = 1 + (item - whole) % 2;
-        item = whole + (item - whole) / 2;
-      }
       const int32_t rest = item % per_row_tile;
       const int32_t n_tile = rest / p.k_splits, split = rest % p.k_splits;
-      if (n_half == 2 && kChunks * n_tile + kChunks / 2 >= p.n / 64) continue;  // a second half past N
       const int32_t k_blocks = p.k / 64, per_split = (k_blocks + p.k_splits - 1) / p.k_splits;
       const int32_t k_begin = split * per_split, k_end = min(k_blocks, k_begin + per_split);
       if (p.schedule == Schedule::kCompact) {
         const ExpertJob job = p.jobs[first_job + item / per_row_tile];
-        w = {job.expert, job.row_begin, job.num_rows, job.tile_rows, n_tile, split, k_begin, k_end, n_half};
+        w = {job.expert, job.row_begin, job.num_rows, job.tile_rows, n_tile, split, k_begin, k_end};
         return true;
       }
       const int32_t e = item / (p.rect_tiles_per_expert * per_row_tile);
@@ -197,7 +172,7 @@ struct TileScheduler {
       if (rows <= 0) continue;  // the rectangular grid's empty tile
       if (p.expert_class != ExpertClass::kAll && (count <= p.light_max_rows) != (p.expert_class == ExpertClass::kLight))
         continue;  // the other class's expert
-      w = {e, p.offsets[e] + tile * kBlockT, rows, tile_rows_for(rows, kBlockT), n_tile, split, k_begin, k_end, 0};
+      w = {e, p.offsets[e] + tile * kBlockT, rows, tile_rows_for(rows, kBlockT), n_tile, split, k_begin, k_end};
       return true;
     }
   }

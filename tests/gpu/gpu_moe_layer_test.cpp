@@ -122,30 +122,6 @@ TEST_F(GpuMoeLayer, SwiGLUWideTilesSplitK) {
   check({16, 256, 320, 300, 2, false, Activation::kSwiGLU});
   check({8, 512, 192, 700, 2, true, Activation::kSwiGLUOai});
 }
-// Tail halves in the layer: its down (wide tiles, F32 rows with the router
-// weight) with every item halved gives the bits of whole tiles; its gate_up
-// (SwiGLU) never halves.
-TEST_F(GpuMoeLayer, TailHalvesGiveTheBitsOfWholeTiles) {
-  const LayerCase c{8, 448, 192, 700, 2, true, Activation::kSwiGLUOai};
-  std::mt19937_64 rng(test_seed());
-  Built b = build(rng, c);
-  cuda::DeviceMoeLayer layer;
-  ASSERT_OK(cuda::upload_moe_layer(b.view, b.act, &layer));
-  const cuda::DeviceBuffer dx = to_device(random_normal(rng, size_t(c.T * c.H), 1.0f));
-  const cuda::DeviceBuffer dids = to_device(random_ids(rng, c.T, c.k, c.E));
-  const cuda::DeviceBuffer dw = to_device(std::vector<float>(size_t(c.T * c.k), 0.5f));
-  std::vector<float> whole, halved;
-  {
-    const ScopedEnv off("NVFP4MOE_TAIL_HALVES", "0");
-    whole = run(c, layer, dx, dids, dw, false, Schedule::kCompact);
-  }
-  {
-    const ScopedEnv all("NVFP4MOE_TAIL_HALVES", "all");
-    halved = run(c, layer, dx, dids, dw, false, Schedule::kCompact);
-  }
-  for (size_t i = 0; i < whole.size(); ++i) ASSERT_FALSE(std::isnan(whole[i])) << "out[" << i << "] not written";
-  EXPECT_EQ(0, std::memcmp(whole.data(), halved.data(), whole.size() * 4)) << "every down item halved differs";
-}
 // The combine loads a token's slots eight at a time before adding them: k
 // of one slot, of more than one batch (12) and of two whole batches (16),
 // on the plan path and at decode sizes.

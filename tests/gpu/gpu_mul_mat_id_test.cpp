@@ -397,42 +397,6 @@ TEST_F(GpuMulMatId, Bf16RowsStoredAcrossTilesOfPersistentCtas) {
   }
 }
 
-// Tail halves (choose_tail_halves, launch.hpp): a wide item run as two
-// halves of its N tile gives the bits of the whole tile. Every item halved
-// (NVFP4MOE_TAIL_HALVES=all), none (0) and the policy's choice, on the BF16
-// rows path and the F32 rows path; N filling the last tile (512), ending in
-// its first half (320: the second half is past N and skipped) and in its
-// second (448); one CTA per item (T = 400) and persistent CTAs taking items
-// from the queue (T = 8192, E = 32).
-TEST_F(GpuMulMatId, TailHalvesGiveTheBitsOfWholeTiles) {
-  struct Shape {
-    int64_t E, N, T, k;
-  };
-  for (const Shape sh : {Shape{8, 512, 400, 2}, Shape{8, 320, 400, 2}, Shape{8, 448, 400, 2}, Shape{32, 832, 8192, 4}})
-    for (const DType yd : {DType::kBF16, DType::kF32}) {
-      Case c{sh.E, sh.N, 256, sh.T, sh.k, false, DType::kBF16, yd};
-      c.sample_pairs = 2048;
-      SCOPED_TRACE("E=" + std::to_string(sh.E) + " N=" + std::to_string(sh.N) + " T=" + std::to_string(sh.T) +
-                   (yd == DType::kF32 ? " F32 y" : " BF16 y"));
-      ASSERT_EQ(cuda::kBlockTWide, cuda::choose_block_rows(c.T, c.k, c.E));
-      std::mt19937_64 rng(test_seed() + uint64_t(sh.N * 31 + sh.T));
-      const ExpertWeights w = random_weights(rng, c.E, c.N, c.K);
-      cuda::DeviceExpertWeights dw;
-      ASSERT_OK(cuda::upload_expert_weights(w.view(), &dw));
-      const std::vector<int32_t> ids = random_ids(rng, c.T, c.k, c.E);
-      CaseRun whole, halved, policy;
-      for (auto [run, halves] : {std::pair<CaseRun*, const char*>{&whole, "0"}, {&halved, "all"}, {&policy, nullptr}}) {
-        std::mt19937_64 x_rng = rng;  // the same x each run
-        const ScopedEnv forced("NVFP4MOE_TAIL_HALVES", halves);
-        run_case(c, x_rng, ids, w, dw, run);
-        if (HasFatalFailure()) return;
-      }
-      EXPECT_LE(whole.nmse, yd == DType::kF32 ? kNmseF32Out : kNmseBf16Out) << whole.wrong;
-      EXPECT_EQ(0, std::memcmp(whole.y.data(), halved.y.data(), whole.y.size() * 4)) << "every item halved differs";
-      EXPECT_EQ(0, std::memcmp(whole.y.data(), policy.y.data(), whole.y.size() * 4)) << "the policy's halves differ";
-    }
-}
-
 // Around the weight streamer (T <= kStreamMaxTokens) and its hand-over to
 // the plan path: T = 1..kStreamMaxTokens + 2 with F32 and BF16 x (the streamer stages them by different
 // paths, with zero columns past an expert's rows), the largest k and E the

@@ -25,33 +25,6 @@ TEST(CudaHostPolicy, KSplitsFollowTheWorkedExample) {
   EXPECT_EQ(1, cuda::choose_k_splits(1, 8, 128, 1536, 2048, cuda::kBlockTWide, 132));  // wide tiles never split
 }
 
-// Tail halves: only the wide tile of a launch of every expert, unsplit and
-// without SwiGLU, halves its tail; of I items on S SMs the last I % S when
-// I > S and I % S <= S / 2 (mixtral down T = 512 with Zipf routing: 192
-// items -> 60 halved), every item when forced.
-TEST(CudaHostPolicy, TailHalvesOnlyWhereTheLastWaveIsShort) {
-  using cuda::ExpertClass;
-  using cuda::EpilogueKind;
-  EXPECT_EQ(132, cuda::choose_tail_halves(cuda::kBlockTWide, ExpertClass::kAll, 1, EpilogueKind::kStore, 132));
-  EXPECT_EQ(0, cuda::choose_tail_halves(cuda::kBlockTNarrow, ExpertClass::kAll, 1, EpilogueKind::kStore, 132));
-  EXPECT_EQ(0, cuda::choose_tail_halves(cuda::kBlockTMedium, ExpertClass::kAll, 1, EpilogueKind::kStore, 132));
-  EXPECT_EQ(0, cuda::choose_tail_halves(cuda::kBlockTWide, ExpertClass::kRegular, 1, EpilogueKind::kStore, 132));
-  EXPECT_EQ(0, cuda::choose_tail_halves(cuda::kBlockTWide, ExpertClass::kAll, 2, EpilogueKind::kStore, 132));
-  EXPECT_EQ(0, cuda::choose_tail_halves(cuda::kBlockTWide, ExpertClass::kAll, 1, EpilogueKind::kSwiGLU, 132));
-  ASSERT_EQ(0, setenv("NVFP4MOE_TAIL_HALVES", "all", 1));
-  EXPECT_EQ(-1, cuda::choose_tail_halves(cuda::kBlockTWide, ExpertClass::kAll, 1, EpilogueKind::kStore, 132));
-  ASSERT_EQ(0, setenv("NVFP4MOE_TAIL_HALVES", "0", 1));
-  EXPECT_EQ(0, cuda::choose_tail_halves(cuda::kBlockTWide, ExpertClass::kAll, 1, EpilogueKind::kStore, 132));
-  ASSERT_EQ(0, unsetenv("NVFP4MOE_TAIL_HALVES"));
-  EXPECT_EQ(60, cuda::tail_halved_items(192, 132));
-  EXPECT_EQ(66, cuda::tail_halved_items(198, 132));  // half the SMs: still halved
-  EXPECT_EQ(0, cuda::tail_halved_items(199, 132));   // 67 halved would need a second half-wave
-  EXPECT_EQ(0, cuda::tail_halved_items(264, 132));   // full waves
-  EXPECT_EQ(0, cuda::tail_halved_items(128, 132));   // one partial wave: halving doubles its items
-  EXPECT_EQ(0, cuda::tail_halved_items(192, 0));
-  EXPECT_EQ(128, cuda::tail_halved_items(128, -1));
-}
-
 // Narrow tiles up to 24 rows per expert on average, medium up to 32, wide
 // from 33: qwen3 (k = 8, E = 128) at T = 128, 384, 385, 512, 513; mixtral
 // (k = 2, E = 8) at T = 96, 128, 132. The average rounds up (T = 385 gives

@@ -2,7 +2,6 @@
 // from a runtime token-tile height to a compiled kernel.
 #include <algorithm>
 #include <cstdlib>
-#include <cstring>
 
 #include "cuda/check.hpp"
 #include "cuda/launch.hpp"
@@ -57,13 +56,9 @@ Status launch_sm90(const GemmParams& p, int num_sms, cudaStream_t stream, Launch
   if (p.schedule == Schedule::kRect) {
     grid = int64_t(p.num_experts) * p.rect_tiles_per_expert * p.n_tiles(kChunks) * p.k_splits;
   } else {
-    int64_t items = compact_class_jobs_bound(p.sorted_rows, p.num_experts, kBlockT, p.expert_class,
-                                             p.light_max_rows) *
-                    p.n_tiles(kChunks) * p.k_splits;
-    q.tail_halves_sms = choose_tail_halves(kBlockT, p.expert_class, p.k_splits, p.epilogue, num_sms);
-    // The tail's halves add up to half a wave of items (tail_halved_items),
-    // or double them when forced on every item.
-    if (q.tail_halves_sms != 0) items += q.tail_halves_sms < 0 ? items : num_sms / 2;
+    const int64_t items = compact_class_jobs_bound(p.sorted_rows, p.num_experts, kBlockT, p.expert_class,
+                                                   p.light_max_rows) *
+                          p.n_tiles(kChunks) * p.k_splits;
     grid = compact_grid_ctas(items, num_sms, kBlockT);
     q.one_cta_per_item = grid == items;
   }
@@ -79,18 +74,6 @@ Status launch_sm90(const GemmParams& p, int num_sms, cudaStream_t stream, Launch
 }
 
 }  // namespace
-
-int32_t choose_tail_halves(int32_t block_t, ExpertClass expert_class, int32_t k_splits, EpilogueKind epilogue,
-                           int num_sms) {
-  if (block_t != kBlockTWide || expert_class != ExpertClass::kAll || k_splits != 1 ||
-      epilogue == EpilogueKind::kSwiGLU)
-    return 0;
-  if (const char* env = std::getenv("NVFP4MOE_TAIL_HALVES")) {  // experiments and tests
-    if (std::strcmp(env, "0") == 0) return 0;
-    if (std::strcmp(env, "all") == 0) return -1;
-  }
-  return num_sms;
-}
 
 int32_t choose_k_splits(int64_t num_tokens, int64_t top_k, int64_t num_experts, int64_t n, int64_t k,
                         int32_t block_t, int num_sms) {

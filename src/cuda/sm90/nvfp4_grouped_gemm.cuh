@@ -196,8 +196,8 @@ __device__ void producer(const GemmParams& p, SharedStorage<kBlockT>& s, int t) 
       src[i] = p.x + xr * p.x_stride + piece0 * 8;
     }
     const int width = max(w.tile_rows, kMinMmaWidth);
-    const int nb0 = w.first_chunk(kChunks);
-    const int chunks = min(w.item_chunks(kChunks), n_blocks - nb0);
+    const int nb0 = kChunks * w.n_tile;
+    const int chunks = min(kChunks, n_blocks - nb0);
     const uint8_t* w0 = p.w_packed + (int64_t(w.expert) * n_blocks + nb0) * k_blocks * kSm90ChunkBytes;
     for (int kb = w.k_begin; kb < w.k_end; kb += kStageBlocks) {
       // The last stage of an odd K range holds one K block.
@@ -407,8 +407,7 @@ __device__ __forceinline__ void mma_tile(const GemmParams& p, SharedStorage<kBlo
     }
     ptx::named_barrier_sync(1, kConsumerThreads);
     epilogue_store_bf16_rows<64 * Config::kConsumers, kConsumerThreads, kN>(
-        p, w, s.tile.bf16, Smem::kBf16TileStride, s.rows, wg * 128 + t, int64_t(w.n_tile) * 64 * Config::kConsumers,
-        p.n / 2);
+        p, w, s.tile.bf16, Smem::kBf16TileStride, s.rows, wg * 128 + t, p.n / 2);
   } else if constexpr (kPath == EpiloguePath::kBf16Rows) {
     // One pass: every chunk into the BF16 tile, then whole output rows.
     ptx::named_barrier_sync(1, kConsumerThreads);  // the previous tile's stores have read s.tile, s.rows
@@ -417,11 +416,8 @@ __device__ __forceinline__ void mma_tile(const GemmParams& p, SharedStorage<kBlo
     for (int b = 0; b < kBlocks; ++b)
       if (b < chunks_active) stmatrix_bf16(acc[b], scale, (b * Config::kConsumers + wg) * 64);
     ptx::named_barrier_sync(1, kConsumerThreads);
-    const int64_t col0 = int64_t(w.first_chunk(Config::kChunks)) * 64;
-    const int64_t col_end = col0 + 64 * w.item_chunks(Config::kChunks);
     epilogue_store_bf16_rows<Smem::kTileRows, kConsumerThreads, kN>(p, w, s.tile.bf16, Smem::kBf16TileStride, s.rows,
-                                                                     wg * 128 + t, col0,
-                                                                     col_end < p.n ? col_end : int64_t(p.n));
+                                                                     wg * 128 + t, p.n);
   } else {
     constexpr int kStride = SharedStorage<kBlockT>::kTileStride;
     const int row = wg * 64 + warp * 16 + g;
@@ -441,11 +437,10 @@ __device__ __forceinline__ void mma_tile(const GemmParams& p, SharedStorage<kBlo
         }
       }
       ptx::named_barrier_sync(1, kConsumerThreads);
-      // Pass b holds the item's chunks b * kConsumers .. + kConsumers - 1: a
-      // tile of kConsumers chunks to the store, none past a tail half's.
-      if (b * Config::kConsumers >= w.item_chunks(Config::kChunks)) continue;
+      // Pass b holds chunks b * kConsumers .. + kConsumers - 1: a tile of
+      // kConsumers chunks, number n_tile * kBlocks + b, to the store.
       WorkTile pass = w;
-      pass.n_tile = w.first_chunk(Config::kChunks) / Config::kConsumers + b;
+      pass.n_tile = w.n_tile * kBlocks + b;
       // The unrolled F32 rows (store_lane_rows) in the wide kernel only: in
       // the narrow and medium ones it ran the qwen3 layer at T = 512 0.98x
       // (bench/results/2026-12-02-h200-ab-f32-rows-loads-ahead-of-stores.json;
@@ -466,13 +461,11 @@ __device__ void consumer(const GemmParams& p, SharedStorage<kBlockT>& s, int wg,
   while (sched.next_tile(w)) {
     // This warpgroup's chunks inside N (chunk_of). On the SwiGLU rows path
     // they are adjacent, and N % 128 == 0 makes their count 0 or 2.
-    // A tail half ends where N would.
-    const int first = w.first_chunk(Config::kChunks) + chunk_of<kPath, Config::kBlocks, Config::kConsumers>(0, wg);
-    const int end = min(n_blocks, w.first_chunk(Config::kChunks) + w.item_chunks(Config::kChunks));
+    const int first = Config::kChunks * w.n_tile + chunk_of<kPath, Config::kBlocks, Config::kConsumers>(0, wg);
     const int chunks_active =
         kPath == EpiloguePath::kSwiGLURows
-            ? max(0, min(Config::kBlocks, end - first))
-            : max(0, min(Config::kBlocks, (end - first + Config::kConsumers - 1) / Config::kConsumers));
+            ? max(0, min(Config::kBlocks, n_blocks - first))
+            : max(0, min(Config::kBlocks, (n_blocks - first + Config::kConsumers - 1) / Config::kConsumers));
     // One branch per wgmma width: the tile pays only for the columns its
     // rows need (tile_rows_for), and the choice is the same under both
     // schedules, so outputs stay bit-identical. NOTES: the narrowest is 32;
