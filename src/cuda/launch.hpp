@@ -226,13 +226,22 @@ inline bool layer_uses_weight_streamer(int64_t num_tokens, int64_t hidden, int64
 // the wait cost more than the round of loads they save).
 inline bool streamer_converts_f32(int64_t num_tokens) { return num_tokens >= 2; }
 // Chunks (64-row blocks of N) per CTA: two for SwiGLU (a gate block and
-// its up block), and where K is at most kStreamTwoChunkMaxK (and N holds
-// whole pairs of blocks), so that each CTA's fixed cost (the ids, the first
-// bytes, the epilogue) covers twice the weights; else one. NOTES: qwen3's
-// down (K = 768) is the shape this serves: 28 KB of weights per 64-row CTA.
-inline constexpr int64_t kStreamTwoChunkMaxK = 1024;
-inline int32_t weight_streamer_chunks(bool swiglu, int64_t n, int64_t k) {
-  return swiglu || (k <= kStreamTwoChunkMaxK && n % 128 == 0) ? 2 : 1;
+// its up block), and where N holds whole pairs of blocks and K is at most
+// kStreamTwoChunkMaxK, or at most kStreamTwoChunkMaxKFromT over at least
+// kStreamTwoChunkMinTokens tokens, so that each CTA's fixed cost (the ids,
+// the first bytes, the epilogue) covers twice the weights; else one. NOTES:
+// qwen3's down (K = 768) is the shape the first line serves: 28 KB of
+// weights per 64-row CTA. H200 A/B of two chunks at K = 2048 (bench/results/
+// 2026-12-02-h200-ab-streamer-two-chunks-k2048.json, in a graph): qwen3's
+// gate_up 1.04-1.22x at T = 4-8, deepseek's down 1.19x at T = 4; below T = 4
+// 0.88-1.01x on qwen3 (T = 1-3) and 0.93x on deepseek at T = 1 (its 1.13x
+// at T = 2 left aside: one line for both). K = 2880 and above not measured.
+inline constexpr int64_t kStreamTwoChunkMaxK = 1024, kStreamTwoChunkMaxKFromT = 2048;
+inline constexpr int64_t kStreamTwoChunkMinTokens = 4;
+inline int32_t weight_streamer_chunks(bool swiglu, int64_t n, int64_t k, int64_t num_tokens) {
+  if (swiglu) return 2;
+  if (n % 128 != 0) return 1;
+  return k <= kStreamTwoChunkMaxK || (k <= kStreamTwoChunkMaxKFromT && num_tokens >= kStreamTwoChunkMinTokens) ? 2 : 1;
 }
 // Its grid: row blocks of N (weight_streamer_chunks) x pairs.
 inline int64_t weight_streamer_ctas(int64_t n, int32_t chunks, int64_t num_tokens, int64_t top_k) {

@@ -453,7 +453,7 @@ Status launch_stream_chunks(const GemmParams& p, int num_sms, cudaStream_t strea
 
 template <bool kSplitK>
 Status launch_stream_split(const GemmParams& p, int num_sms, cudaStream_t stream, LaunchOrder order) {
-  return weight_streamer_chunks(p.epilogue == EpilogueKind::kSwiGLU, p.n, p.k) == 2
+  return weight_streamer_chunks(p.epilogue == EpilogueKind::kSwiGLU, p.n, p.k, p.num_tokens) == 2
              ? launch_stream_chunks<2, kSplitK>(p, num_sms, stream, order)
              : launch_stream_chunks<1, kSplitK>(p, num_sms, stream, order);
 }
@@ -502,7 +502,7 @@ StreamerLaunchShape weight_streamer_launch_shape(int64_t n, int64_t k, int64_t n
 }
 
 bool streamer_overlap_pays(int64_t n, int64_t k, int64_t num_tokens, int64_t top_k, int num_sms) {
-  const int32_t chunks = weight_streamer_chunks(false, n, k);
+  const int32_t chunks = weight_streamer_chunks(false, n, k, num_tokens);
   const StreamerLaunchShape shape =
       weight_streamer_launch_shape(n, k, num_tokens, top_k, chunks, choose_stream_splits(num_tokens, k), num_sms);
   if (shape.ctas > num_sms) return true;

@@ -417,8 +417,8 @@ TEST_F(GpuMulMatId, WeightStreamerShapes) {
 
 // The streamer at T = 5-8 on qwen3's shapes, where the policy runs it:
 // eight staged columns, two-chunk CTAs at K = 768 (down, per-slot rows) and
-// one-chunk CTAs at K = 2048 (gate_up), F32 and BF16 x, every output row
-// checked.
+// at K = 2048 (gate_up, two chunks from T = 4), F32 and BF16 x, every output
+// row checked.
 TEST_F(GpuMulMatId, WeightStreamerEightColumns) {
   ASSERT_TRUE(cuda::use_weight_streamer(8, 2048, 768));
   ASSERT_TRUE(cuda::use_weight_streamer(8, 1536, 2048));
@@ -432,7 +432,7 @@ TEST_F(GpuMulMatId, WeightStreamerEightColumns) {
 
 // The same inputs launched again and again give the same bits: shapes whose
 // rings refill slots within a CTA (the streamer at qwen3's down and gate_up
-// at T = 8: six fills of five slots and eight of three per CTA; the GEMM at
+// at T = 8, each slot filled several times per CTA; the GEMM at
 // T = 64), F32 and BF16 x, each launch after a poisoning of y. A refill that
 // overtakes the consumers' last reads of its slot shows here as a launch
 // that differs from the first (8-16 outputs of one warp, at random).
