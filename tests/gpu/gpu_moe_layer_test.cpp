@@ -110,9 +110,9 @@ TEST_F(GpuMoeLayer, SwiGLUWideTiles) {
   check({8, 512, 192, 700, 2, false, Activation::kSwiGLU});
   check({8, 512, 192, 700, 2, true, Activation::kSwiGLUOai});
 }
-// Wide tiles with K split in two (forced; the policy splits wide tiles only
-// over a long K, launch.hpp's wide_k_splits): both GEMMs' partial sums
-// reduced, the down's with its router weight, under either schedule. The
+// Wide tiles with K split in two (forced: the policy, choose_k_splits in
+// launch.hpp, splits only narrow tiles): both GEMMs' partial sums reduced,
+// the down's with its router weight, under either schedule. The
 // second shape's down needs more workspace than its gate_up (H = 512 >
 // 2F = 384): the gate_up once kept the address of the buffer that the
 // down's params replaced (an illegal address on the H200).

@@ -337,11 +337,11 @@ TEST_F(GpuMulMatId, WideTileEndsInsideN) {
 // Every token tile over K ranges of 1, 3, 4 and 5 K blocks: every tile
 // holds two K blocks per stage, so an odd range ends with a stage of one.
 // Each also with K split 2 and 3 ways (ranges of odd length starting
-// inside K; the policy splits only narrow tiles). Tiles and splits are forced through the experiments
-// variables. T = 24 (about 6 rows per expert) runs every tile's 32-wide
-// wgmma path; T = 200 (about 50) also the medium and wide tiles' 64-wide
-// and the wide tile's 128-wide paths. N = 320 ends the last wide tile
-// inside N.
+// inside K; the policy splits only narrow tiles). Tiles and splits are
+// forced through the experiments variables. T = 24 (about 6 rows per
+// expert) runs every tile's 32-wide wgmma path; T = 200 (about 50) also the
+// medium and wide tiles' 64-wide and the wide tile's 128-wide paths.
+// N = 320 ends the last wide tile inside N.
 TEST_F(GpuMulMatId, EveryTileOverOddAndEvenKBlocks) {
   for (const char* tile : {"32", "64", "128"})
     for (const char* splits : {"1", "2", "3"}) {
