@@ -327,7 +327,7 @@ TEST_F(GpuMoeLayer, OverlappedLaunchesEqualSerialOnes) {
     const int64_t T = run.T;
     const ScopedEnv forced("NVFP4MOE_STREAM_SPLITS", run.stream_splits);
     const ScopedEnv classes("NVFP4MOE_EXPERT_CLASSES", run.classes);
-    SCOPED_TRACE(run.stream_splits ? "stream splits 3" : "stream splits by policy");
+    SCOPED_TRACE("T = " + std::to_string(T) + (run.stream_splits ? ", stream splits 3" : ", stream splits by policy"));
     const LayerCase c{16, 2048, 768, T, 8, false, Activation::kSwiGLU};
     std::mt19937_64 rng(test_seed() + uint64_t(T));
     Built b = build(rng, c);
@@ -343,13 +343,6 @@ TEST_F(GpuMoeLayer, OverlappedLaunchesEqualSerialOnes) {
       for (auto& v : rw) v = u(rng);
       dw.push_back(to_device(rw));
     }
-    // The kCalls layer calls into poisoned outputs (allocated before, not
-    // during a capture), without a sync between them.
-    const auto poisoned = [&]() {
-      std::vector<cuda::DeviceBuffer> outs;
-      for (int r = 0; r < kCalls; ++r) outs.push_back(poisoned_floats(c.T * c.H));
-      return outs;
-    };
     const auto enqueue = [&](std::vector<cuda::DeviceBuffer>* outs) {
       for (int r = 0; r < kCalls; ++r) {
         const Status st =
@@ -358,17 +351,10 @@ TEST_F(GpuMoeLayer, OverlappedLaunchesEqualSerialOnes) {
       }
       return ok_status();
     };
-    std::vector<cuda::DeviceBuffer> serial = poisoned(), direct = poisoned(), graphed = poisoned();
-    run_serial_direct_graphed(*ctx, stream, enqueue, &serial, &direct, &graphed);
+    SerialDirectGraphed out;
+    run_serial_direct_graphed(*ctx, stream, kCalls, size_t(c.T * c.H), enqueue, &out);
     if (HasFatalFailure()) return;
-    for (int r = 0; r < kCalls; ++r) {
-      const std::vector<float> want = to_host<float>(serial[r], c.T * c.H);
-      for (size_t i = 0; i < want.size(); ++i) ASSERT_FALSE(std::isnan(want[i])) << "T=" << T << " call " << r;
-      EXPECT_EQ(0, std::memcmp(want.data(), to_host<float>(direct[r], c.T * c.H).data(), want.size() * 4))
-          << "T=" << T << " call " << r << ": overlapped launches differ from serial ones";
-      EXPECT_EQ(0, std::memcmp(want.data(), to_host<float>(graphed[r], c.T * c.H).data(), want.size() * 4))
-          << "T=" << T << " call " << r << ": the graph's overlapped launches differ from serial ones";
-    }
+    expect_overlap_equals_serial(out, size_t(c.T * c.H));
   }
 }
 

@@ -188,11 +188,6 @@ TEST_F(GpuMulMatId, F32ConversionBesideThePlanEqualsSerialLaunches) {
         dx.push_back(to_device(random_normal(rng, size_t(x_rows * K), 1.0f)));
         dids.push_back(to_device(random_ids(rng, T, k, E)));
       }
-      const auto poisoned = [&]() {
-        std::vector<cuda::DeviceBuffer> ys;
-        for (int r = 0; r < kCalls; ++r) ys.push_back(poisoned_floats(size_t(ny)));
-        return ys;
-      };
       const auto enqueue = [&](std::vector<cuda::DeviceBuffer>* ys) {
         for (int r = 0; r < kCalls; ++r) {
           cuda::CudaMulMatIdArgs a = mul_mat_id_args(dw, dx[r], dids[r], T, k, (*ys)[r]);
@@ -202,17 +197,10 @@ TEST_F(GpuMulMatId, F32ConversionBesideThePlanEqualsSerialLaunches) {
         }
         return ok_status();
       };
-      std::vector<cuda::DeviceBuffer> serial = poisoned(), direct = poisoned(), graphed = poisoned();
-      run_serial_direct_graphed(*ctx, stream, enqueue, &serial, &direct, &graphed);
+      SerialDirectGraphed out;
+      run_serial_direct_graphed(*ctx, stream, kCalls, size_t(ny), enqueue, &out);
       if (HasFatalFailure()) return;
-      for (int r = 0; r < kCalls; ++r) {
-        const std::vector<float> want = to_host<float>(serial[r], size_t(ny));
-        for (int64_t i = 0; i < ny; ++i) ASSERT_FALSE(std::isnan(want[i])) << "call " << r << ": y[" << i << "]";
-        EXPECT_EQ(0, std::memcmp(want.data(), to_host<float>(direct[r], size_t(ny)).data(), size_t(ny) * 4))
-            << "call " << r << ": the overlapped conversion's result differs from serial launches";
-        EXPECT_EQ(0, std::memcmp(want.data(), to_host<float>(graphed[r], size_t(ny)).data(), size_t(ny) * 4))
-            << "call " << r << ": the graph's overlapped conversion differs from serial launches";
-      }
+      expect_overlap_equals_serial(out, size_t(ny));
     }
   }
 }

@@ -114,26 +114,43 @@ inline cuda::DeviceBuffer poisoned_floats(size_t n) {
 // Outputs of one sequence of calls per way it can run: enqueue(outputs)
 // enqueues the calls into their outputs.
 using EnqueueInto = std::function<Status(std::vector<cuda::DeviceBuffer>*)>;
+struct SerialDirectGraphed {
+  std::vector<cuda::DeviceBuffer> serial, direct, graphed;
+};
 
-// The same calls run three ways, each into its own outputs: launched one
+// The same `calls` calls run three ways, each into its own outputs of
+// `floats` NaNs (allocated before, not during, the capture): launched one
 // after another (NVFP4MOE_SERIAL_LAUNCHES), launched as the library overlaps
 // them, and those overlapped launches captured in a graph and replayed. The
-// device status is checked after the last two. Overlap tests compare direct
-// and graphed with serial bit for bit; the caller checks HasFatalFailure().
-inline void run_serial_direct_graphed(cuda::Context& ctx, cudaStream_t stream, const EnqueueInto& enqueue,
-                                      std::vector<cuda::DeviceBuffer>* serial,
-                                      std::vector<cuda::DeviceBuffer>* direct,
-                                      std::vector<cuda::DeviceBuffer>* graphed) {
+// device status is checked after the last two; the caller checks
+// HasFatalFailure().
+inline void run_serial_direct_graphed(cuda::Context& ctx, cudaStream_t stream, int calls, size_t floats,
+                                      const EnqueueInto& enqueue, SerialDirectGraphed* out) {
+  for (auto* ys : {&out->serial, &out->direct, &out->graphed})
+    for (int r = 0; r < calls; ++r) ys->push_back(poisoned_floats(floats));
   {
     const ScopedEnv in_order("NVFP4MOE_SERIAL_LAUNCHES", "1");
-    ASSERT_OK(enqueue(serial));
+    ASSERT_OK(enqueue(&out->serial));
   }
-  ASSERT_OK(enqueue(direct));
+  ASSERT_OK(enqueue(&out->direct));
   ASSERT_OK(ctx.check_device_status(stream));
   CapturedGraph graph;
-  ASSERT_OK(graph.capture(stream, [&] { return enqueue(graphed); }));
+  ASSERT_OK(graph.capture(stream, [&] { return enqueue(&out->graphed); }));
   ASSERT_CUDA(graph.launch(stream));
   ASSERT_OK(ctx.check_device_status(stream));
+}
+
+// Overlap tests: every serial output is written (no NaN left), and the
+// direct and graphed outputs equal it bit for bit.
+inline void expect_overlap_equals_serial(const SerialDirectGraphed& out, size_t floats) {
+  for (size_t r = 0; r < out.serial.size(); ++r) {
+    const std::vector<float> want = to_host<float>(out.serial[r], floats);
+    for (size_t i = 0; i < floats; ++i) ASSERT_FALSE(std::isnan(want[i])) << "call " << r << ": output " << i;
+    EXPECT_EQ(0, std::memcmp(want.data(), to_host<float>(out.direct[r], floats).data(), floats * 4))
+        << "call " << r << ": overlapped launches differ from serial ones";
+    EXPECT_EQ(0, std::memcmp(want.data(), to_host<float>(out.graphed[r], floats).data(), floats * 4))
+        << "call " << r << ": the graph's overlapped launches differ from serial ones";
+  }
 }
 
 // Random NVFP4 weights: random codes, scale bytes around 1.0 (0x30..0x40:
