@@ -236,11 +236,14 @@ inline bool streamer_converts_f32(int64_t num_tokens) { return num_tokens >= 2; 
 // gate_up 1.04-1.22x at T = 4-8, deepseek's down 1.19x at T = 4; below T = 4
 // 0.88-1.01x on qwen3 (T = 1-3) and 0.93x on deepseek at T = 1 (its 1.13x
 // at T = 2 left aside: one line for both). K = 2880 and above not measured.
+// NVFP4MOE_STREAM_CHUNKS (1 or 2) overrides it for experiments where N holds
+// whole pairs of blocks.
 inline constexpr int64_t kStreamTwoChunkMaxK = 1024, kStreamTwoChunkMaxKFromT = 2048;
 inline constexpr int64_t kStreamTwoChunkMinTokens = 4;
 inline int32_t weight_streamer_chunks(bool swiglu, int64_t n, int64_t k, int64_t num_tokens) {
   if (swiglu) return 2;
   if (n % 128 != 0) return 1;
+  if (const int64_t forced = forced_splits("NVFP4MOE_STREAM_CHUNKS")) return forced >= 2 ? 2 : 1;
   return k <= kStreamTwoChunkMaxK || (k <= kStreamTwoChunkMaxKFromT && num_tokens >= kStreamTwoChunkMinTokens) ? 2 : 1;
 }
 // Its grid: row blocks of N (weight_streamer_chunks) x pairs.

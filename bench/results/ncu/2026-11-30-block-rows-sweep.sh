@@ -18,7 +18,7 @@ for rep in $(seq "${AB_REPS:-2}"); do
       # shellcheck disable=SC2086
       env "${SWEEP_VAR:-NVFP4MOE_BLOCK_ROWS}=$value" timeout 300 "$bin" bench --device cuda $c 2>/dev/null | grep -E "^\| [a-z]" |
         grep -v "^| preset" |
-        awk -F'|' -v tag="$tag" '{printf "%-4s %s %s T=%s %s %s %s us\n", tag, $2, $3, $4, $5, $6, $7}' | tee -a "$out/ab.txt"
+        awk -F'|' -v tag="$tag" '{printf "%-4s %s %s T=%s %s %s %s us graph %s\n", tag, $2, $3, $4, $5, $6, $7, $11}' | tee -a "$out/ab.txt"
     done
   done
 done
