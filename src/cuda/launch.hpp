@@ -225,30 +225,43 @@ inline bool layer_uses_weight_streamer(int64_t num_tokens, int64_t hidden, int64
 // converting at T = 1 too ran 0.91-0.98x on all but gpt-oss (the launch and
 // the wait cost more than the round of loads they save).
 inline bool streamer_converts_f32(int64_t num_tokens) { return num_tokens >= 2; }
-// Chunks (64-row blocks of N) per CTA: two for SwiGLU (a gate block and
-// its up block), and where N holds whole pairs of blocks and K is at most
-// kStreamTwoChunkMaxK, or at most kStreamTwoChunkMaxKFromT over at least
-// kStreamTwoChunkMinTokens tokens, so that each CTA's fixed cost (the ids,
-// the first bytes, the epilogue) covers twice the weights; else one. NOTES:
-// qwen3's down (K = 768) is the shape the first line serves: 28 KB of
-// weights per 64-row CTA. H200 A/B of two chunks at K = 2048 (bench/results/
-// 2026-12-02-h200-ab-streamer-two-chunks-k2048.json, in a graph): qwen3's
-// gate_up 1.04-1.22x at T = 4-8, deepseek's down 1.19x at T = 4; below T = 4
-// 0.88-1.01x on qwen3 (T = 1-3) and 0.93x on deepseek at T = 1 (its 1.13x
-// at T = 2 left aside: one line for both). K = 2880 and above not measured.
-// NVFP4MOE_STREAM_CHUNKS (1 or 2) overrides it for experiments where N holds
-// whole pairs of blocks.
-inline constexpr int64_t kStreamTwoChunkMaxK = 1024, kStreamTwoChunkMaxKFromT = 2048;
-inline constexpr int64_t kStreamTwoChunkMinTokens = 4;
-inline int32_t weight_streamer_chunks(bool swiglu, int64_t n, int64_t k, int64_t num_tokens) {
-  if (swiglu) return 2;
-  if (n % 128 != 0) return 1;
-  if (const int64_t forced = forced_splits("NVFP4MOE_STREAM_CHUNKS")) return forced >= 2 ? 2 : 1;
-  return k <= kStreamTwoChunkMaxK || (k <= kStreamTwoChunkMaxKFromT && num_tokens >= kStreamTwoChunkMinTokens) ? 2 : 1;
-}
 // Its grid: row blocks of N (weight_streamer_chunks) x pairs.
 inline int64_t weight_streamer_ctas(int64_t n, int32_t chunks, int64_t num_tokens, int64_t top_k) {
   return n / (64 * chunks) * num_tokens * top_k;
+}
+// Chunks (64-row blocks of N) per CTA: two for SwiGLU (a gate block and its
+// up block); where N holds whole pairs of blocks, also two where K is at
+// most kStreamTwoChunkMaxK, or over at least kStreamTwoChunkMinTokens tokens
+// where the grid of two-chunk CTAs (its K splits included) still has
+// kStreamTwoChunkMinWaves CTAs per SM, so that each CTA's fixed cost (the
+// ids, the staged rows, the first bytes, the epilogue) covers twice the
+// weights; else one. A function of shapes, T and the SM count, never of the
+// routing, and the chunk count does not change a row's summation order.
+// NOTES: qwen3's down (K = 768) is the shape the first line serves: 28 KB of
+// weights per 64-row CTA. H200 sweep of forced one- and two-chunk CTAs
+// (bench/results/2026-12-02-h200-sweep-streamer-chunks.json, in a graph):
+// at T = 1 two chunks lost on all but deepseek's gate_up (1.02x): gpt-oss
+// gate_up 0.89x (180 CTAs), mixtral gate_up 0.92x and deepseek down 0.95x
+// (448 CTAs, a second partial wave where one chunk made 2.3 waves of three
+// CTAs per SM), mixtral down 0.56x (64 CTAs); with T = 2-4 and at least two
+// CTAs per SM they won: gpt-oss gate_up 1.05-1.08x, mixtral gate_up
+// 1.07-1.08x, deepseek gate_up 1.03-1.07x and down 1.13-1.19x, mixtral down
+// T = 4 1.11x (512 CTAs in two K splits; T = 3, 384 CTAs, 0.99x), qwen3
+// gate_up T = 3-8 1.01-1.21x (and the 2026-12-02 two-chunk A/Bs); below two
+// per SM they lost (qwen3 gate_up T = 2, 192 CTAs: 0.92x; mixtral down T = 2,
+// 128: 0.82x). NVFP4MOE_STREAM_CHUNKS (1 or 2) overrides it for experiments
+// where N holds whole pairs of blocks.
+inline constexpr int64_t kStreamTwoChunkMaxK = 1024, kStreamTwoChunkMinTokens = 2, kStreamTwoChunkMinWaves = 2;
+inline int32_t weight_streamer_chunks(bool swiglu, int64_t n, int64_t k, int64_t num_tokens, int64_t top_k,
+                                      int32_t splits, int num_sms) {
+  if (swiglu) return 2;
+  if (n % 128 != 0) return 1;
+  if (const int64_t forced = forced_splits("NVFP4MOE_STREAM_CHUNKS")) return forced >= 2 ? 2 : 1;
+  if (k <= kStreamTwoChunkMaxK) return 2;
+  return num_tokens >= kStreamTwoChunkMinTokens &&
+                 weight_streamer_ctas(n, 2, num_tokens, top_k) * splits >= kStreamTwoChunkMinWaves * int64_t(num_sms)
+             ? 2
+             : 1;
 }
 // Host policy: the streamer's K split, from shapes and T only (never the
 // routing): split only where the staged activation rows of the whole K do

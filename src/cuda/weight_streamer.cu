@@ -453,7 +453,8 @@ Status launch_stream_chunks(const GemmParams& p, int num_sms, cudaStream_t strea
 
 template <bool kSplitK>
 Status launch_stream_split(const GemmParams& p, int num_sms, cudaStream_t stream, LaunchOrder order) {
-  return weight_streamer_chunks(p.epilogue == EpilogueKind::kSwiGLU, p.n, p.k, p.num_tokens) == 2
+  return weight_streamer_chunks(p.epilogue == EpilogueKind::kSwiGLU, p.n, p.k, p.num_tokens, p.top_k,
+                                p.stream_splits, num_sms) == 2
              ? launch_stream_chunks<2, kSplitK>(p, num_sms, stream, order)
              : launch_stream_chunks<1, kSplitK>(p, num_sms, stream, order);
 }
@@ -502,9 +503,9 @@ StreamerLaunchShape weight_streamer_launch_shape(int64_t n, int64_t k, int64_t n
 }
 
 bool streamer_overlap_pays(int64_t n, int64_t k, int64_t num_tokens, int64_t top_k, int num_sms) {
-  const int32_t chunks = weight_streamer_chunks(false, n, k, num_tokens);
-  const StreamerLaunchShape shape =
-      weight_streamer_launch_shape(n, k, num_tokens, top_k, chunks, choose_stream_splits(num_tokens, k), num_sms);
+  const int32_t splits = choose_stream_splits(num_tokens, k);
+  const int32_t chunks = weight_streamer_chunks(false, n, k, num_tokens, top_k, splits, num_sms);
+  const StreamerLaunchShape shape = weight_streamer_launch_shape(n, k, num_tokens, top_k, chunks, splits, num_sms);
   if (shape.ctas > num_sms) return true;
   const size_t slab = size_t(chunks) * size_t(shape.split_blocks) * kSm90ChunkBytes;
   return slab <= size_t(shape.stages) * kStreamStageBytes;

@@ -405,8 +405,8 @@ TEST_F(GpuMulMatId, WeightStreamerShapes) {
 
 // The streamer at T = 5-8 on qwen3's shapes, where the policy runs it:
 // eight staged columns, two-chunk CTAs at K = 768 (down, per-slot rows) and
-// at K = 2048 (gate_up, two chunks from T = 4), F32 and BF16 x, every output
-// row checked.
+// at K = 2048 (gate_up: 384 or more two-chunk CTAs), F32 and BF16 x, every
+// output row checked.
 TEST_F(GpuMulMatId, WeightStreamerEightColumns) {
   ASSERT_TRUE(cuda::use_weight_streamer(8, 2048, 768));
   ASSERT_TRUE(cuda::use_weight_streamer(8, 1536, 2048));
@@ -415,6 +415,39 @@ TEST_F(GpuMulMatId, WeightStreamerEightColumns) {
       check_case({128, 2048, 768, T, 8, true, xd}, "qwen3-down");
       check_case({128, 1536, 2048, T, 8, false, xd}, "qwen3-gate_up");
       if (HasFatalFailure()) return;
+    }
+}
+
+// One- and two-chunk streamer CTAs (NVFP4MOE_STREAM_CHUNKS) on the same
+// inputs give the same bits, so the policy's choice by grid size
+// (weight_streamer_chunks) never shows in an output: each output row is
+// summed over K in the same order either way. N = 2048, K = 1536, k = 8 at
+// T = 2 (256 two-chunk CTAs: the policy's one chunk on 132 SMs) and T = 3
+// (384: two), one row per token and per slot, F32 and BF16 x.
+TEST_F(GpuMulMatId, WeightStreamerChunksKeepTheBits) {
+  ASSERT_TRUE(cuda::use_weight_streamer(3, 2048, 1536));
+  ASSERT_EQ(1, cuda::weight_streamer_chunks(false, 2048, 1536, 2, 8, 1, 132));
+  ASSERT_EQ(2, cuda::weight_streamer_chunks(false, 2048, 1536, 3, 8, 1, 132));
+  for (int64_t T : {2, 3})
+    for (DType xd : {DType::kF32, DType::kBF16}) {
+      const Case c{16, 2048, 1536, T, 8, T == 3, xd};
+      SCOPED_TRACE("T = " + std::to_string(T) + (xd == DType::kF32 ? ", F32 x" : ", BF16 x"));
+      std::mt19937_64 rng(test_seed() + uint64_t(T));
+      const ExpertWeights w = random_weights(rng, c.E, c.N, c.K);
+      cuda::DeviceExpertWeights dw;
+      ASSERT_OK(cuda::upload_expert_weights(w.view(), &dw));
+      const std::vector<int32_t> ids = random_ids(rng, c.T, c.k, c.E);
+      CaseRun runs[2];
+      for (int chunks = 1; chunks <= 2; ++chunks) {
+        std::mt19937_64 rng_x = rng;  // the same x for both
+        const ScopedEnv forced("NVFP4MOE_STREAM_CHUNKS", chunks == 1 ? "1" : "2");
+        run_case(c, rng_x, ids, w, dw, &runs[chunks - 1]);
+        if (HasFatalFailure()) return;
+        EXPECT_LE(runs[chunks - 1].nmse, kNmseF32Out) << chunks << " chunks; " << runs[chunks - 1].wrong;
+      }
+      ASSERT_EQ(runs[0].y.size(), runs[1].y.size());
+      EXPECT_EQ(0, std::memcmp(runs[0].y.data(), runs[1].y.data(), runs[0].y.size() * 4))
+          << "one- and two-chunk CTAs differ";
     }
 }
 

@@ -259,20 +259,28 @@ TEST(CudaHostPolicy, WeightStreamerRingFitsItsBudget) {
 }
 
 // Two chunks per streamer CTA for SwiGLU and, with N in whole 128-row
-// blocks, for K <= 1024 (qwen3 down, K = 768) or K <= 2048 from T = 4, else
-// one. The layer's down streamer
-// overlaps gate_up with more CTAs than SMs (H200, 132 SMs), or where each
+// blocks, for K <= 1024 (qwen3 down, K = 768) or from T = 2 where the
+// two-chunk grid has two CTAs per SM (H200, 132 SMs: 264), else one. The
+// layer's down streamer
+// overlaps gate_up with more CTAs than SMs, or where each
 // CTA's slab fits its ring: gpt-oss down (2880 rows, k = 4) at T = 1 (180
 // CTAs) and qwen3 down at T = 1 (128 CTAs of 55 KB) and T = 2 do; mixtral
 // down at T = 1 (128 CTAs of 516 KB) does not, at T = 2 it does.
 TEST(CudaHostPolicy, StreamerChunksAndOverlap) {
-  EXPECT_EQ(2, cuda::weight_streamer_chunks(false, 2048, 768, 1));   // qwen3 down
-  EXPECT_EQ(2, cuda::weight_streamer_chunks(true, 1536, 2048, 1));   // qwen3 gate_up: gate/up row pairs
-  EXPECT_EQ(1, cuda::weight_streamer_chunks(false, 1536, 2048, 3));  // qwen3 gate_up without SwiGLU, T < 4
-  EXPECT_EQ(2, cuda::weight_streamer_chunks(false, 1536, 2048, 4));  // ... from T = 4
-  EXPECT_EQ(2, cuda::weight_streamer_chunks(false, 7168, 2048, 4));  // deepseek down
-  EXPECT_EQ(1, cuda::weight_streamer_chunks(false, 2880, 2880, 8));  // gpt-oss
-  EXPECT_EQ(1, cuda::weight_streamer_chunks(false, 192, 128, 1));    // N not in 128-row blocks
+  const auto chunks = [](bool swiglu, int64_t n, int64_t k, int64_t T, int64_t top_k) {
+    return cuda::weight_streamer_chunks(swiglu, n, k, T, top_k, cuda::choose_stream_splits(T, k), 132);
+  };
+  EXPECT_EQ(2, chunks(false, 2048, 768, 1, 8));    // qwen3 down
+  EXPECT_EQ(2, chunks(true, 1536, 2048, 1, 8));    // qwen3 gate_up: gate/up row pairs
+  EXPECT_EQ(1, chunks(false, 1536, 2048, 2, 8));   // qwen3 gate_up without SwiGLU: 192 two-chunk CTAs
+  EXPECT_EQ(2, chunks(false, 1536, 2048, 3, 8));   // ... 288
+  EXPECT_EQ(1, chunks(false, 7168, 2048, 1, 8));   // deepseek down: one token
+  EXPECT_EQ(2, chunks(false, 7168, 2048, 2, 8));   // ... 896 two-chunk CTAs
+  EXPECT_EQ(2, chunks(false, 5760, 2880, 2, 4));   // gpt-oss gate_up: 360
+  EXPECT_EQ(1, chunks(false, 2880, 2880, 8, 4));   // gpt-oss down: N not in 128-row blocks
+  EXPECT_EQ(1, chunks(false, 4096, 14336, 2, 2));  // mixtral down: 128
+  EXPECT_EQ(2, chunks(false, 4096, 14336, 3, 2));  // ... 192 in 2 K splits: 384
+  EXPECT_EQ(1, chunks(false, 192, 128, 1, 8));     // N not in 128-row blocks
   EXPECT_EQ(128, cuda::weight_streamer_ctas(2048, 2, 1, 8));
   EXPECT_EQ(96, cuda::weight_streamer_ctas(1536, 2, 1, 8));
   EXPECT_EQ(180, cuda::weight_streamer_ctas(2880, 1, 1, 4));
