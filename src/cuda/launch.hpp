@@ -177,9 +177,15 @@ int32_t choose_k_splits(int64_t num_tokens, int64_t top_k, int64_t num_experts, 
 // launch weighs on calls of 20-75 us; deepseek and mixtral's gate_up lose
 // (0.71-0.94x), gpt-oss is mixed (0.78-1.22x). So T = 5-8 streams only
 // experts of at most kStreamSmallExpertElems weights (qwen3: 3.1 M and 1.6 M;
-// gpt-oss's down 8.3 M).
+// gpt-oss's down 8.3 M). After the two-chunk CTAs at any K (fc37ab1), the
+// streamer for any expert at T = 5-8 against the plan path (probe, bench/
+// results/2026-12-02-h200-ab-streamer-chunks-policy-and-any-expert-t8.json,
+// in a graph): T = 5 1.08-1.24x on all but deepseek's gate_up (0.99x), T = 6
+// 1.00-1.06x, T = 8 0.90-1.08x (gpt-oss down 0.90x, deepseek gate_up 0.95x);
+// so any expert streams up to T = 6 (T = 7 not measured: it stages eight
+// columns, as T = 8 does).
 inline constexpr int32_t kStreamMaxTokens = 8;
-inline constexpr int32_t kStreamAnyExpertMaxTokens = 4;
+inline constexpr int32_t kStreamAnyExpertMaxTokens = 6;
 inline constexpr int64_t kStreamSmallExpertElems = int64_t(4) << 20;
 inline constexpr int32_t kStreamKernelMaxTokens = 8;
 // Its activation rows live in shared memory (bit_ceil(T) x K BF16), within
@@ -269,8 +275,9 @@ inline int32_t weight_streamer_chunks(bool swiglu, int64_t n, int64_t k, int64_t
 // routing): split only where the staged activation rows of the whole K do
 // not let two CTAs share an SM (kStreamTwoCtaBytes), into the fewest splits
 // whose rows do; the count never falls as K grows. Worked example: mixtral
-// down (K = 14336) at T = 3, 4 stages 4 x 28 KB of rows -> 2 splits of 57 KB;
-// at T = 1, 2 and on every other preset's shapes -> 1.
+// down (K = 14336) at T = 3, 4 stages 4 x 28 KB of rows -> 2 splits of 57 KB,
+// deepseek's gate_up (K = 7168) at T = 5, 6 eight columns x 14 KB -> 2 splits
+// of 56 KB; at T = 1, 2 and on every other preset's shapes -> 1.
 // NOTES: H200 sweep of forced splits 1, 2, 3, 4, 6 over the four presets'
 // gate_up, down and layer at T = 1, 2, 4 (bench/results/
 // 2026-11-30-h200-stream-k-splits-sweep.json): splitting a grid that

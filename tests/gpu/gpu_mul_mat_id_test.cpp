@@ -521,6 +521,11 @@ TEST_F(GpuMulMatId, WeightStreamerKSplit) {
   ASSERT_EQ(2, cuda::choose_stream_splits(4, 14336));
   check_case({8, 256, 14336, 4, 2, true}, "stream-split-policy");
   if (HasFatalFailure()) return;
+  // Eight staged columns in two K splits (deepseek gate_up's K at T = 5, 6).
+  ASSERT_EQ(2, cuda::choose_stream_splits(6, 7168));
+  ASSERT_TRUE(cuda::use_weight_streamer(6, 4096, 7168));
+  check_case({8, 256, 7168, 6, 2, false}, "stream-split-policy-T6");
+  if (HasFatalFailure()) return;
   {
     const ScopedEnv three("NVFP4MOE_STREAM_SPLITS", "3");
     check_case({16, 256, 1024, 3, 4, true}, "stream-split-3-T3");

@@ -212,24 +212,26 @@ TEST(CudaHostPolicy, StreamSplitsFollowTheWorkedExample) {
   ASSERT_EQ(0, unsetenv("NVFP4MOE_STREAM_SPLITS"));
 }
 
-// The streamer takes T <= kStreamAnyExpertMaxTokens, and up to
+// The streamer takes T <= kStreamAnyExpertMaxTokens (6), and up to
 // kStreamMaxTokens for experts of at most kStreamSmallExpertElems weights,
 // while its staged activation rows fit: mixtral's down (K = 14336) at T = 4
-// (114 KB) still does. The layer streams where both its GEMMs do.
+// (114 KB) still does, at T = 5 (eight staged columns, 229 KB) not. The
+// layer streams where both its GEMMs do.
 TEST(CudaHostPolicy, WeightStreamerCutFollowsTokensExpertSizeAndStagedBytes) {
   EXPECT_TRUE(cuda::use_weight_streamer(1, 1536, 2048));
   EXPECT_TRUE(cuda::use_weight_streamer(4, 4096, 14336));       // mixtral down
   EXPECT_FALSE(cuda::use_weight_streamer(5, 4096, 14336));
   EXPECT_TRUE(cuda::use_weight_streamer(8, 1536, 2048));        // qwen3 gate_up
   EXPECT_TRUE(cuda::use_weight_streamer(8, 2048, 768));         // qwen3 down
-  EXPECT_FALSE(cuda::use_weight_streamer(5, 2880, 2880));       // gpt-oss down
-  EXPECT_TRUE(cuda::use_weight_streamer(4, 2880, 2880));
+  EXPECT_TRUE(cuda::use_weight_streamer(6, 2880, 2880));        // gpt-oss down
+  EXPECT_FALSE(cuda::use_weight_streamer(7, 2880, 2880));
+  EXPECT_TRUE(cuda::use_weight_streamer(6, 4096, 7168));         // deepseek gate_up
   EXPECT_FALSE(cuda::use_weight_streamer(cuda::kStreamMaxTokens + 1, 256, 512));
   EXPECT_FALSE(cuda::use_weight_streamer(0, 256, 512));
   EXPECT_FALSE(cuda::use_weight_streamer(1, 64, int64_t(cuda::kStreamMaxStagedBytes)));  // one row of 2x the budget
   EXPECT_TRUE(cuda::layer_uses_weight_streamer(8, 2048, 768));   // qwen3
   EXPECT_FALSE(cuda::layer_uses_weight_streamer(8, 7168, 2048));  // deepseek
-  EXPECT_TRUE(cuda::layer_uses_weight_streamer(4, 7168, 2048));
+  EXPECT_TRUE(cuda::layer_uses_weight_streamer(6, 7168, 2048));
   EXPECT_FALSE(cuda::layer_uses_weight_streamer(2, 4096, 1 << 20));  // down's staged rows too large
   EXPECT_LE(cuda::kStreamAnyExpertMaxTokens, cuda::kStreamMaxTokens);
   EXPECT_LE(cuda::kStreamMaxTokens, cuda::kStreamKernelMaxTokens);
