@@ -231,13 +231,13 @@ inline bool layer_uses_weight_streamer(int64_t num_tokens, int64_t hidden, int64
 // converting at T = 1 too ran 0.91-0.98x on all but gpt-oss (the launch and
 // the wait cost more than the round of loads they save).
 inline bool streamer_converts_f32(int64_t num_tokens) { return num_tokens >= 2; }
-// Its grid: row blocks of N (weight_streamer_chunks; with two chunks and an
-// odd count of 64-row blocks the last CTA has one) x pairs.
+// Its grid: row blocks of N (weight_streamer_chunks) x pairs.
 inline int64_t weight_streamer_ctas(int64_t n, int32_t chunks, int64_t num_tokens, int64_t top_k) {
-  return (n + 64 * chunks - 1) / (64 * chunks) * num_tokens * top_k;
+  return n / (64 * chunks) * num_tokens * top_k;
 }
 // Chunks (64-row blocks of N) per CTA: two for SwiGLU (a gate block and its
-// up block, N % 128 == 0); also two where K is at most kStreamTwoChunkMaxK, or over at least kStreamTwoChunkMinTokens tokens
+// up block); where N holds whole pairs of blocks, also two where K is at
+// most kStreamTwoChunkMaxK, or over at least kStreamTwoChunkMinTokens tokens
 // where the grid of two-chunk CTAs (its K splits included) still has
 // kStreamTwoChunkMinWaves CTAs per SM, so that each CTA's fixed cost (the
 // ids, the staged rows, the first bytes, the epilogue) covers twice the
@@ -257,11 +257,13 @@ inline int64_t weight_streamer_ctas(int64_t n, int32_t chunks, int64_t num_token
 // T = 4 1.11x (512 CTAs in two K splits; T = 3, 384 CTAs, 0.99x), qwen3
 // gate_up T = 3-8 1.01-1.21x (and the 2026-12-02 two-chunk A/Bs); below two
 // per SM they lost (qwen3 gate_up T = 2, 192 CTAs: 0.92x; mixtral down T = 2,
-// 128: 0.82x). NVFP4MOE_STREAM_CHUNKS (1 or 2) overrides it for experiments.
+// 128: 0.82x). NVFP4MOE_STREAM_CHUNKS (1 or 2) overrides it for experiments
+// where N holds whole pairs of blocks.
 inline constexpr int64_t kStreamTwoChunkMaxK = 1024, kStreamTwoChunkMinTokens = 2, kStreamTwoChunkMinWaves = 2;
 inline int32_t weight_streamer_chunks(bool swiglu, int64_t n, int64_t k, int64_t num_tokens, int64_t top_k,
                                       int32_t splits, int num_sms) {
   if (swiglu) return 2;
+  if (n % 128 != 0) return 1;
   if (const int64_t forced = forced_splits("NVFP4MOE_STREAM_CHUNKS")) return forced >= 2 ? 2 : 1;
   if (k <= kStreamTwoChunkMaxK) return 2;
   return num_tokens >= kStreamTwoChunkMinTokens &&

@@ -172,7 +172,7 @@ __device__ __forceinline__ void stage_b_fragments(const GemmParams& p, const int
 // K blocks from w0 in each of its chunks, chunk_stride K blocks apart.
 template <int kChunks>
 __device__ void stream_weights(StreamShared<kChunks>& s, uint8_t* ring, int num_stages,
-                               const uint8_t* w0, int32_t k_blocks, int32_t chunk_stride, int chunks) {
+                               const uint8_t* w0, int32_t k_blocks, int32_t chunk_stride) {
   using C = StreamConfig<kChunks>;
   const int32_t iters = (k_blocks + C::kStageBlocks - 1) / C::kStageBlocks;
   PipelineState ps;
@@ -190,13 +190,12 @@ __device__ void stream_weights(StreamShared<kChunks>& s, uint8_t* ring, int num_
     ptx::fence_proxy_async_shared();
     const int32_t kb0 = it * C::kStageBlocks, blocks = min(C::kStageBlocks, k_blocks - kb0);
     const uint32_t bytes = uint32_t(blocks) * kSm90ChunkBytes;
-    ptx::mbarrier_arrive_expect_tx(&s.full[slot], uint32_t(chunks) * bytes);
+    ptx::mbarrier_arrive_expect_tx(&s.full[slot], kChunks * bytes);
     uint8_t* dst = ring + size_t(slot) * C::kStageBytes;
 #pragma unroll
     for (int c = 0; c < kChunks; ++c)
-      if (c < chunks)
-        ptx::bulk_copy_g2s(dst + c * C::kStageBlocks * kSm90ChunkBytes,
-                           w0 + (int64_t(c) * chunk_stride + kb0) * kSm90ChunkBytes, bytes, &s.full[slot]);
+      ptx::bulk_copy_g2s(dst + c * C::kStageBlocks * kSm90ChunkBytes,
+                         w0 + (int64_t(c) * chunk_stride + kb0) * kSm90ChunkBytes, bytes, &s.full[slot]);
   }
 }
 
@@ -278,11 +277,8 @@ __global__ void __launch_bounds__(kAllThreads, 3) weight_stream_kernel(const __g
   const int32_t k_blocks = min(all_k_blocks, kb_begin + per_split) - kb_begin;  // > 0: the host never splits emptily
   const uint8_t* w0 = p.w_packed + ((int64_t(expert) * n_blocks + int64_t(blockIdx.x) * kChunks) * all_k_blocks +
                                     kb_begin) * kSm90ChunkBytes;
-  // The CTA's chunks that exist: all but in the last CTA of an N with an odd
-  // count of 64-row blocks (two-chunk CTAs, N % 128 == 64), which has one.
-  const int chunks_here = min(kChunks, n_blocks - int32_t(blockIdx.x) * kChunks);
   if (producer) {
-    if (lane == 0) stream_weights<kChunks>(s, ring, num_stages, w0, k_blocks, all_k_blocks, chunks_here);
+    if (lane == 0) stream_weights<kChunks>(s, ring, num_stages, w0, k_blocks, all_k_blocks);
     return;  // the CTA, and with it the ring, lives until the consumers finish
   }
 
@@ -313,9 +309,6 @@ __global__ void __launch_bounds__(kAllThreads, 3) weight_stream_kernel(const __g
   //    of each stage for its 16 rows, against the staged columns.
   const int wn = warp % C::kWarpsN, wk = warp / C::kWarpsN;
   const int chunk = wn / 4, t = (wn % 4) * 32 + lane;  // t: thread index inside the chunk's fragment
-  // A missing chunk's warps still take and release every stage, and compute
-  // nothing: their slots of the stage were never written.
-  const int32_t k_limit = chunk < chunks_here ? k_blocks : 0;
   // Lanes past the staged columns read a staged column again: their output
   // columns are never stored.
   const int g = lane / 4, q = lane % 4;
@@ -358,7 +351,7 @@ __global__ void __launch_bounds__(kAllThreads, 3) weight_stream_kernel(const __g
     ptx::mbarrier_arrive(full_at + empty_from_full);
 #pragma unroll
     for (int u = 0; u < 2; ++u) {
-      if (kb + u * kWarpsK < k_limit) {
+      if (kb + u * kWarpsK < k_blocks) {
         uint32_t a[4][4];
         dequant_fragment(codes[u], scales[u], scale_mul, a);
         const uint32_t xk = x_at + u * kWarpsK * 4 * kStepBytes;
@@ -396,20 +389,13 @@ __global__ void __launch_bounds__(kAllThreads, 3) weight_stream_kernel(const __g
   const auto partial_at = [&](int32_t split, int tok, int r) {
     return p.stream_partial + (int64_t(split) * pairs + s.pair_of[tok]) * p.n + row0 + r;
   };
-  // Rows of the CTA inside N (64 fewer in the last CTA of an odd block
-  // count): the split partials have no room past N, the epilogue stores no
-  // column past it.
-  const int rows_here = chunks_here * 64;
   for (int i = tid; i < num_rows * C::kRows; i += kThreads) {
     const int tok = i / C::kRows, r = i % C::kRows;
     float v = 0.0f;
 #pragma unroll
     for (int w = 0; w < kWarpsK; ++w) v += s.partial[w][tok][r];
-    if constexpr (kSplitK) {
-      if (r < rows_here) *partial_at(int32_t(blockIdx.z), tok, r) = v;
-    } else {
-      s.tile[tok * C::kTileStride + r] = scaled(v, r);
-    }
+    if constexpr (kSplitK) *partial_at(int32_t(blockIdx.z), tok, r) = v;
+    else s.tile[tok * C::kTileStride + r] = scaled(v, r);
   }
   if constexpr (kSplitK) {
     __threadfence();
@@ -428,8 +414,7 @@ __global__ void __launch_bounds__(kAllThreads, 3) weight_stream_kernel(const __g
     for (int i = tid; i < num_rows * C::kRows; i += kThreads) {
       const int tok = i / C::kRows, r = i % C::kRows;
       float v = 0.0f;
-      if (r < rows_here)
-        for (int32_t split = 0; split < splits; ++split) v += __ldcg(partial_at(split, tok, r));
+      for (int32_t split = 0; split < splits; ++split) v += __ldcg(partial_at(split, tok, r));
       s.tile[tok * C::kTileStride + r] = scaled(v, r);
     }
     if (tid == 0) *counter = 0u;  // no other CTA of this launch touches it again
@@ -442,7 +427,7 @@ __global__ void __launch_bounds__(kAllThreads, 3) weight_stream_kernel(const __g
 template <int kChunks, int kCols, bool kSplitK>
 Status launch_stream(const GemmParams& p, int num_sms, cudaStream_t stream, LaunchOrder order) {
   const int32_t pairs = p.num_tokens * p.top_k;
-  const dim3 grid(uint32_t((p.n + 64 * kChunks - 1) / (64 * kChunks)), uint32_t(pairs), uint32_t(p.stream_splits));
+  const dim3 grid(uint32_t(p.n / (64 * kChunks)), uint32_t(pairs), uint32_t(p.stream_splits));
   const StreamerLaunchShape shape =
       weight_streamer_launch_shape(p.n, p.k, p.num_tokens, p.top_k, kChunks, p.stream_splits, num_sms);
   GemmParams q = p;
