@@ -242,9 +242,9 @@ inline int64_t weight_streamer_ctas(int64_t n, int32_t chunks, int64_t num_token
 // kStreamTwoChunkMinWaves CTAs per SM, so that each CTA's fixed cost (the
 // ids, the staged rows, the first bytes, the epilogue) covers twice the
 // weights; else one. A function of shapes, T and the SM count, never of the
-// routing; both forms give the same bits (one chunk deals a row's K blocks to
-// two warps and adds their sums, two chunks keep the same two sums in one
-// warp), so the choice never shows in an output.
+// routing: one chunk deals a row's K blocks to two warps and adds their sums,
+// two chunks sum them in one warp, so the two agree to fp32 rounding, not
+// bit for bit.
 // NOTES: qwen3's down (K = 768) is the shape the first line serves: 28 KB of
 // weights per 64-row CTA. H200 sweep of forced one- and two-chunk CTAs
 // (bench/results/2026-12-02-h200-sweep-streamer-chunks.json, in a graph):

@@ -22,9 +22,7 @@
 // by cp.async, all in flight at once; F32 x (as ggml passes it) at T = 1
 // through registers, and from T = 2 converted to BF16 by a kernel that the
 // streamer overlaps (streamer_converts_f32, launch.hpp).
-// The K partial sums meet in shared memory and are added in warp order (a
-// two-chunk warp keeps even and odd K blocks apart and adds them the same
-// way, so one- and two-chunk CTAs give the same bits),
+// The K partial sums meet in shared memory and are added in warp order,
 // then the shared epilogue (alpha, SwiGLU on gate/up chunk pairs, router
 // weight, F32/BF16 store) writes the rows.
 // K split (p.stream_splits > 1, blockIdx.z = split; choose_stream_splits,
@@ -334,14 +332,8 @@ __global__ void __launch_bounds__(kAllThreads, 3) weight_stream_kernel(const __g
   uint32_t x_at = ptx::smem_addr(x_staged) + ((g % kCols) * 4 + q) * sizeof(uint2) + wk * 4 * kStepBytes;
   int32_t kb = wk;
   // Two accumulator chains (even, odd k16 steps): back-to-back mma on one
-  // accumulator would wait out each other's latency. With one K warp (two
-  // chunks) a set per K block parity as well, so that every output sums its
-  // K blocks exactly as the one-chunk form's two K warps do (even blocks in
-  // warp 0, odd in warp 1, added in that order): the chunk count never shows
-  // in the bits.
-  constexpr int kParitySets = kWarpsK == 1 ? 2 : 1;
-  static_assert(kWarpsK == 1 || kWarpsK == 2, "one chunk has two K warps, two chunks one");
-  float acc[kParitySets][2][4] = {};
+  // accumulator would wait out each other's latency.
+  float acc[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
   const int32_t iters = (k_blocks + C::kStageBlocks - 1) / C::kStageBlocks;
   const uint32_t scale_mul = s.scale_mul;  // dequant.cuh: kept in a register through the loop
   PipelineState ps;
@@ -366,7 +358,7 @@ __global__ void __launch_bounds__(kAllThreads, 3) weight_stream_kernel(const __g
 #pragma unroll
         for (int step = 0; step < 4; ++step) {
           const uint2 b = ptx::ld_shared_v2(xk + step * kStepBytes);
-          ptx::mma_m16n8k16_bf16(acc[kParitySets == 2 ? u : 0][step % 2], a[step], b.x, b.y);
+          ptx::mma_m16n8k16_bf16(acc[step % 2], a[step], b.x, b.y);
         }
       }
     }
@@ -383,18 +375,10 @@ __global__ void __launch_bounds__(kAllThreads, 3) weight_stream_kernel(const __g
   // 5. K partials -> tile (warp order, then with K splits the splits in
   //    order, then alpha), then the epilogue.
   const int row = chunk * 64 + (wn % 4) * 16 + g;
-  float sum[4];
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    sum[i] = acc[0][0][i] + acc[0][1][i];
-    // As the reduction below adds the one-chunk form's two K warps: 0 + even
-    // + odd (0 + x is x here: a sum of two -0 never meets the 0 first).
-    if constexpr (kParitySets == 2) sum[i] = (0.0f + sum[i]) + (acc[1][0][i] + acc[1][1][i]);
-  }
-  s.partial[wk][2 * q][row] = sum[0];
-  s.partial[wk][2 * q + 1][row] = sum[1];
-  s.partial[wk][2 * q][row + 8] = sum[2];
-  s.partial[wk][2 * q + 1][row + 8] = sum[3];
+  s.partial[wk][2 * q][row] = acc[0][0] + acc[1][0];
+  s.partial[wk][2 * q + 1][row] = acc[0][1] + acc[1][1];
+  s.partial[wk][2 * q][row + 8] = acc[0][2] + acc[1][2];
+  s.partial[wk][2 * q + 1][row + 8] = acc[0][3] + acc[1][3];
   ptx::named_barrier_sync(kConsumerBarrier, kThreads);
   const auto scaled = [&](float v, int r) {
     const float* alpha = (p.epilogue == EpilogueKind::kSwiGLU && r >= 64) ? p.alpha_up : p.alpha;
