@@ -39,6 +39,7 @@
 // count is a function of K and T.
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 
 #include "cuda/check.hpp"
 #include "cuda/dequant.cuh"
@@ -334,10 +335,14 @@ __global__ void __launch_bounds__(kAllThreads, 3) weight_stream_kernel(const __g
   // Two accumulator chains (even, odd k16 steps): back-to-back mma on one
   // accumulator would wait out each other's latency.
   float acc[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
-  const int32_t iters = (k_blocks + C::kStageBlocks - 1) / C::kStageBlocks;
   const uint32_t scale_mul = s.scale_mul;  // dequant.cuh: kept in a register through the loop
   PipelineState ps;
-  for (int32_t it = 0; it < iters; ++it) {
+  // One stage: wait, load this warp's two fragments, release, then dequantize
+  // and multiply them. kLast: the stage may hold fewer than kStageBlocks K
+  // blocks (an odd K's end), so each fragment is checked against k_blocks;
+  // the full stages run without those checks.
+  const auto stage = [&](auto last) {
+    constexpr bool kLast = decltype(last)::value;
     ptx::mbarrier_wait_parity(full_at, ps.phase);
     uint4 codes[2];
     uint2 scales[2];
@@ -351,7 +356,7 @@ __global__ void __launch_bounds__(kAllThreads, 3) weight_stream_kernel(const __g
     ptx::mbarrier_arrive(full_at + empty_from_full);
 #pragma unroll
     for (int u = 0; u < 2; ++u) {
-      if (kb + u * kWarpsK < k_blocks) {
+      if (!kLast || kb + u * kWarpsK < k_blocks) {
         uint32_t a[4][4];
         dequant_fragment(codes[u], scales[u], scale_mul, a);
         const uint32_t xk = x_at + u * kWarpsK * 4 * kStepBytes;
@@ -369,8 +374,13 @@ __global__ void __launch_bounds__(kAllThreads, 3) weight_stream_kernel(const __g
     constexpr uint32_t kBarrierBytes = sizeof(s.full[0]);
     full_at = wrap ? full_at - uint32_t(num_stages - 1) * kBarrierBytes : full_at + kBarrierBytes;
     x_at += C::kStageBlocks * 4 * kStepBytes;
-    kb += C::kStageBlocks;
-  }
+  };
+  // NOTES: with the checks in every stage (ad0a47c) they cost two compares,
+  // two branches and the K block count per ~170-instruction stage (SASS).
+  const int32_t full_stages = k_blocks / C::kStageBlocks;
+  for (int32_t it = 0; it < full_stages; ++it) stage(std::false_type{});
+  kb += full_stages * C::kStageBlocks;
+  if (full_stages * C::kStageBlocks < k_blocks) stage(std::true_type{});
 
   // 5. K partials -> tile (warp order, then with K splits the splits in
   //    order, then alpha), then the epilogue.
