@@ -105,16 +105,18 @@ __host__ __device__ __forceinline__ int32_t staged_columns(int32_t num_tokens) {
 }
 
 // Word j (k = 2 j, 2 j + 1) of staged column n, in mma B-fragment order:
-// step j / 8, q = j % 4, hi = (j / 4) % 2.
+// step s = j / 8, q = j % 4, hi = (j / 4) % 2, two steps side by side.
 __device__ __forceinline__ int32_t staged_word(int32_t j, int32_t n, int32_t cols) {
-  return (((j / 8) * cols + n) * 4 + j % 4) * 2 + (j / 4) % 2;
+  const int32_t s = j / 8;
+  return (((s / 2) * cols + n) * 4 + j % 4) * 4 + (s % 2) * 2 + (j / 4) % 2;
 }
 
 // x rows of the expert, K positions [k0, k0 + k_len) -> shared memory (by the
 // consumer threads), BF16, in mma B-fragment order: u32 index
-// ((s * cols + n) * 4 + q) * 2 + hi holds k = k0 + 16 s + 2 q + 8 hi (+1) of
-// column n, so lane (g, q) reads its b0, b1 of step s as one 8-byte word.
-// Columns past num_rows are zeros.
+// (((s / 2) * cols + n) * 4 + q) * 4 + (s % 2) * 2 + hi holds
+// k = k0 + 16 s + 2 q + 8 hi (+1) of column n, so lane (g, q) reads its
+// b0, b1 of steps s and s + 1 (s even) as one 16-byte word. Columns past
+// num_rows are zeros.
 template <int kCols>
 __device__ __forceinline__ void stage_b_fragments(const GemmParams& p, const int32_t* pair_of, int32_t num_rows,
                                                   int32_t k0, int32_t k_len, uint32_t* xs) {
@@ -157,11 +159,14 @@ __device__ __forceinline__ void stage_b_fragments(const GemmParams& p, const int
   // round trip per column and batch of 8 words in a row (at T = 4 four to
   // eight, while the producer's ring sits full), T = 2-4 ran 1.07-1.24x
   // slower (bench/results/2026-12-01-h200-ab-stream-x-cp-async.json).
+  // Word j + kThreads lands kThreads * kCols words after word j (staged_word:
+  // j % 16 is the thread's own), so each thread steps a pointer.
+  static_assert(kThreads % 16 == 0, "a thread keeps its words' place inside their two steps");
   for (int32_t n = 0; n < kCols; ++n) {
     const bool real = n < num_rows;
     const uint16_t* xb = real ? p.x + pair_row(p.x_map, pair_of[n], p.top_k) * p.x_stride + k0 : nullptr;
-    for (int32_t j = threadIdx.x; j < half_k; j += kThreads) {
-      uint32_t* dst = xs + staged_word(j, n, kCols);
+    uint32_t* dst = xs + staged_word(int32_t(threadIdx.x), n, kCols);
+    for (int32_t j = threadIdx.x; j < half_k; j += kThreads, dst += kThreads * kCols) {
       if (real) ptx::cp_async_4(dst, xb + 2 * j);
       else *dst = 0u;
     }
@@ -324,13 +329,13 @@ __global__ void __launch_bounds__(kAllThreads, 3) weight_stream_kernel(const __g
   // (bench/results/2026-12-01-h200-ab-loop-carried-shared-addresses.json).
   // The same change in the GEMM's consumers (185 -> 181 instructions per
   // narrow iteration) ran 0.97-1.01x there, so it is not in the GEMM.
-  constexpr uint32_t kStepBytes = kCols * 4 * sizeof(uint2);  // one k16 step of B fragments
+  constexpr uint32_t kStepBytes = kCols * 4 * sizeof(uint2);  // one k16 step of B fragments (two are a uint4)
   const FragmentRef f0 = fragment_ref(ring + (chunk * C::kStageBlocks + wk) * kSm90ChunkBytes, t);
   uint32_t codes_at = ptx::smem_addr(f0.codes), scales_at = ptx::smem_addr(f0.scales);
   uint32_t full_at = ptx::smem_addr(&s.full[0]);
   const uint32_t empty_from_full = ptx::smem_addr(&s.empty[0]) - full_at;
   const uint32_t ring_back = uint32_t(num_stages - 1) * C::kStageBytes;
-  uint32_t x_at = ptx::smem_addr(x_staged) + ((g % kCols) * 4 + q) * sizeof(uint2) + wk * 4 * kStepBytes;
+  uint32_t x_at = ptx::smem_addr(x_staged) + ((g % kCols) * 4 + q) * sizeof(uint4) + wk * 4 * kStepBytes;
   int32_t kb = wk;
   // Two accumulator chains (even, odd k16 steps): back-to-back mma on one
   // accumulator would wait out each other's latency.
@@ -360,10 +365,13 @@ __global__ void __launch_bounds__(kAllThreads, 3) weight_stream_kernel(const __g
         uint32_t a[4][4];
         dequant_fragment(codes[u], scales[u], scale_mul, a);
         const uint32_t xk = x_at + u * kWarpsK * 4 * kStepBytes;
+        // NOTES: one LDS.64 per step (16b204b) was 4 more of a stage's ~158
+        // instructions.
 #pragma unroll
-        for (int step = 0; step < 4; ++step) {
-          const uint2 b = ptx::ld_shared_v2(xk + step * kStepBytes);
-          ptx::mma_m16n8k16_bf16(acc[step % 2], a[step], b.x, b.y);
+        for (int step = 0; step < 4; step += 2) {
+          const uint4 b = ptx::ld_shared_v4(xk + step * kStepBytes);
+          ptx::mma_m16n8k16_bf16(acc[0], a[step], b.x, b.y);
+          ptx::mma_m16n8k16_bf16(acc[1], a[step + 1], b.z, b.w);
         }
       }
     }
