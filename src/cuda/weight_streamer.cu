@@ -75,13 +75,6 @@ struct StreamConfig {
 static_assert(StreamConfig<1>::kStageBytes == kStreamStageBytes && StreamConfig<2>::kStageBytes == kStreamStageBytes,
               "launch.hpp sizes the ring with kStreamStageBytes");
 
-// Compile-time arguments of the consumers' stage lambdas: how many ring
-// slots, and whether the stage may be an odd K's last, partial one.
-template <uint32_t kN>
-using Stages = std::integral_constant<uint32_t, kN>;
-inline constexpr std::false_type kFullStage{};
-inline constexpr std::true_type kLastStage{};
-
 template <int kChunks>
 struct StreamShared {
   using C = StreamConfig<kChunks>;
@@ -349,34 +342,29 @@ __global__ void __launch_bounds__(kAllThreads, 3) weight_stream_kernel(const __g
   float acc[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
   const uint32_t scale_mul = s.scale_mul;  // dequant.cuh: kept in a register through the loop
   PipelineState ps;
-  constexpr uint32_t kBarrierBytes = sizeof(s.full[0]);
-  constexpr uint32_t kStageXBytes = C::kStageBlocks * 4 * kStepBytes;  // the B fragments of a stage's K blocks
-  // The stage kAhead slots past the current one (never past the ring's end):
-  // wait, load this warp's two fragments, release, then dequantize and
-  // multiply them. kLast: the stage may hold fewer than kStageBlocks K blocks
-  // (an odd K's end), so each fragment is checked against k_blocks; the full
-  // stages run without those checks.
-  const auto consume = [&](auto last, auto ahead) {
+  // One stage: wait, load this warp's two fragments, release, then dequantize
+  // and multiply them. kLast: the stage may hold fewer than kStageBlocks K
+  // blocks (an odd K's end), so each fragment is checked against k_blocks;
+  // the full stages run without those checks.
+  const auto stage = [&](auto last) {
     constexpr bool kLast = decltype(last)::value;
-    constexpr uint32_t kAhead = decltype(ahead)::value;
-    const uint32_t full = full_at + kAhead * kBarrierBytes;
-    ptx::mbarrier_wait_parity(full, ps.phase);
+    ptx::mbarrier_wait_parity(full_at, ps.phase);
     uint4 codes[2];
     uint2 scales[2];
 #pragma unroll
     for (int u = 0; u < 2; ++u) {
-      codes[u] = ptx::ld_shared_v4(codes_at + kAhead * C::kStageBytes + u * kWarpsK * kSm90ChunkBytes);
-      scales[u] = ptx::ld_shared_v2(scales_at + kAhead * C::kStageBytes + u * kWarpsK * kSm90ChunkBytes);
+      codes[u] = ptx::ld_shared_v4(codes_at + u * kWarpsK * kSm90ChunkBytes);
+      scales[u] = ptx::ld_shared_v2(scales_at + u * kWarpsK * kSm90ChunkBytes);
     }
     // Every thread releases the slot after its own loads, as in the GEMM
     // mainloop (nvfp4_grouped_gemm.cuh says why, and what it costs).
-    ptx::mbarrier_arrive(full + empty_from_full);
+    ptx::mbarrier_arrive(full_at + empty_from_full);
 #pragma unroll
     for (int u = 0; u < 2; ++u) {
       if (!kLast || kb + u * kWarpsK < k_blocks) {
         uint32_t a[4][4];
         dequant_fragment(codes[u], scales[u], scale_mul, a);
-        const uint32_t xk = x_at + kAhead * kStageXBytes + u * kWarpsK * 4 * kStepBytes;
+        const uint32_t xk = x_at + u * kWarpsK * 4 * kStepBytes;
         // NOTES: one LDS.64 per step (16b204b) was 4 more of a stage's ~158
         // instructions.
 #pragma unroll
@@ -387,43 +375,20 @@ __global__ void __launch_bounds__(kAllThreads, 3) weight_stream_kernel(const __g
         }
       }
     }
-  };
-  // The ring moves kStages slots on: one, or two from an even slot of an even
-  // ring, which never passes the ring's end between them.
-  const auto advance = [&](auto stages) {
-    constexpr uint32_t kStages = decltype(stages)::value;
-    ps.stage += int(kStages);
-    const bool wrap = ps.stage == num_stages;
-    if (wrap) {
-      ps.stage = 0;
-      ps.phase ^= 1u;
-    }
-    const uint32_t back = ring_back - (kStages - 1) * C::kStageBytes;  // (num_stages - kStages) stages
-    codes_at = wrap ? codes_at - back : codes_at + kStages * C::kStageBytes;
-    scales_at = wrap ? scales_at - back : scales_at + kStages * C::kStageBytes;
-    full_at = wrap ? full_at - uint32_t(num_stages - int(kStages)) * kBarrierBytes : full_at + kStages * kBarrierBytes;
-    x_at += kStages * kStageXBytes;
+    const bool wrap = ps.stage == num_stages - 1;
+    ps.advance(num_stages);
+    codes_at = wrap ? codes_at - ring_back : codes_at + C::kStageBytes;
+    scales_at = wrap ? scales_at - ring_back : scales_at + C::kStageBytes;
+    constexpr uint32_t kBarrierBytes = sizeof(s.full[0]);
+    full_at = wrap ? full_at - uint32_t(num_stages - 1) * kBarrierBytes : full_at + kBarrierBytes;
+    x_at += C::kStageBlocks * 4 * kStepBytes;
   };
   // NOTES: with the checks in every stage (ad0a47c) they cost two compares,
   // two branches and the K block count per ~170-instruction stage (SASS).
-  // Two stages per ring step where the ring's depth is even: the second's
-  // addresses are the first's plus constants, and the pair pays one ring
-  // step's selects.
   const int32_t full_stages = k_blocks / C::kStageBlocks;
-  int32_t done = 0;
-  if (num_stages % 2 == 0) {
-    for (; done + 2 <= full_stages; done += 2) {
-      consume(kFullStage, Stages<0>{});
-      consume(kFullStage, Stages<1>{});
-      advance(Stages<2>{});
-    }
-  }
-  for (; done < full_stages; ++done) {
-    consume(kFullStage, Stages<0>{});
-    advance(Stages<1>{});
-  }
+  for (int32_t it = 0; it < full_stages; ++it) stage(std::false_type{});
   kb += full_stages * C::kStageBlocks;
-  if (full_stages * C::kStageBlocks < k_blocks) consume(kLastStage, Stages<0>{});
+  if (full_stages * C::kStageBlocks < k_blocks) stage(std::true_type{});
 
   // 5. K partials -> tile (warp order, then with K splits the splits in
   //    order, then alpha), then the epilogue.
