@@ -18,7 +18,7 @@
 // along N (16 weight rows each: the sm90 fragment layout is one warp's mma
 // A fragment) times the rest along K (K blocks dealt round robin inside each
 // stage). The expert's activation rows are staged once in shared memory as
-// BF16 B fragments (one LDS.64 per k16 step, zeros past its rows): BF16 x
+// BF16 B fragments (one LDS.128 per two k16 steps, zeros past its rows): BF16 x
 // by cp.async, all in flight at once; F32 x (as ggml passes it) at T = 1
 // through registers, and from T = 2 converted to BF16 by a kernel that the
 // streamer overlaps (streamer_converts_f32, launch.hpp).
