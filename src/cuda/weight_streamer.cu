@@ -366,7 +366,8 @@ __global__ void __launch_bounds__(kAllThreads, 3) weight_stream_kernel(const __g
         dequant_fragment(codes[u], scales[u], scale_mul, a);
         const uint32_t xk = x_at + u * kWarpsK * 4 * kStepBytes;
         // NOTES: one LDS.64 per step (16b204b) was 4 more of a stage's ~158
-        // instructions.
+        // instructions; this ran decode 1.025x geomean (H200 A/B,
+        // bench/results/2026-12-03-h200-ab-streamer-b-pairs-and-stage-pairs.json).
 #pragma unroll
         for (int step = 0; step < 4; step += 2) {
           const uint4 b = ptx::ld_shared_v4(xk + step * kStepBytes);
@@ -384,7 +385,12 @@ __global__ void __launch_bounds__(kAllThreads, 3) weight_stream_kernel(const __g
     x_at += C::kStageBlocks * 4 * kStepBytes;
   };
   // NOTES: with the checks in every stage (ad0a47c) they cost two compares,
-  // two branches and the K block count per ~170-instruction stage (SASS).
+  // two branches and the K block count per ~170-instruction stage (SASS);
+  // without them decode ran 1.031x geomean (H200 A/B,
+  // bench/results/2026-12-03-h200-ab-streamer-full-stages-unchecked.json).
+  // Two stages per ring step on even rings (f742f6d: one set of wrap
+  // selects per pair, ~6 instructions a stage fewer) lost 1.4%, qwen3's
+  // down up to 14% (same A/B as the LDS.128 note).
   const int32_t full_stages = k_blocks / C::kStageBlocks;
   for (int32_t it = 0; it < full_stages; ++it) stage(std::false_type{});
   kb += full_stages * C::kStageBlocks;
