@@ -55,11 +55,8 @@ struct GemmParams {
   const float* alpha_up = nullptr;  // [E]; second chunk of kSwiGLU tiles
   int32_t num_experts = 0, n = 0, k = 0;
 
-  // Activations, BF16 rows (x_f32: one F32 row instead, which the weight
-  // streamer rounds to BF16 as it stages it: streamer_stages_f32_row,
-  // launch.hpp).
+  // Activations, BF16 rows.
   const uint16_t* x = nullptr;
-  const float* x_f32 = nullptr;
   int64_t x_stride = 0;  // elements between rows
   RowMap x_map = RowMap::kToken;
 

@@ -216,22 +216,7 @@ inline constexpr size_t weight_streamer_stage_bytes(int32_t chunks, int64_t num_
   const int64_t rows = num_tokens < kStreamKernelMaxTokens ? num_tokens : kStreamKernelMaxTokens;
   return (kStreamStageWeightBytes + size_t(rows) * weight_streamer_x_pitch(chunks) + 127) / 128 * 128;
 }
-// Beside the ring, a single F32 row staged as BF16 (staged_bytes; see
-// streamer_stages_f32_row) comes out of the same budget.
-int weight_streamer_stages(size_t stage_bytes, size_t staged_bytes, int64_t grid_ctas, int num_sms);
-// F32 activations of a streamer: at T = 1 its consumers round the one row
-// to BF16 into shared memory themselves before their K loop (every load in
-// flight at once), where that row leaves four ring slots in
-// kStreamTwoCtaBytes; otherwise a conversion kernel writes BF16 rows first
-// and the streamer overlaps it. NOTES: H200 A/B (bench/results/
-// 2026-12-03-h200-ab-streamer-ring-x.json): with the conversion kernel at
-// T = 1 too, F32 x ran 0.83-0.97x of the staged row (qwen3 layer 15.4 ->
-// 18.5 us in a graph, gpt-oss gate_up 15.6 -> 18.7 us); from T = 2 the
-// conversion had already won (a1a520d, bench/results/
-// 2026-12-01-h200-ab-f32-convert-before-streamer.json: 1.01-1.03x geomean).
-inline bool streamer_stages_f32_row(int64_t num_tokens, int64_t k) {
-  return num_tokens == 1 && size_t(k) * 2 + 4 * weight_streamer_stage_bytes(1, 0) <= kStreamTwoCtaBytes;
-}
+int weight_streamer_stages(size_t stage_bytes, int64_t grid_ctas, int num_sms);
 // MUL_MAT_ID of n x k experts over T tokens.
 inline bool use_weight_streamer(int64_t num_tokens, int64_t n, int64_t k) {
   const int64_t max_tokens = n * k <= kStreamSmallExpertElems ? kStreamMaxTokens : kStreamAnyExpertMaxTokens;
@@ -316,15 +301,14 @@ int32_t choose_stream_splits(int64_t num_tokens, int64_t k);
 // (...-2026-12-01-h200-ab-stream-two-chunks-short-k.json).
 bool streamer_overlap_pays(int64_t n, int64_t k, int64_t num_tokens, int64_t top_k, int64_t num_experts, int num_sms);
 // A streamer launch's shape, as launch_weight_streamer sizes it: its CTAs,
-// the K blocks of each split, its ring's slot size and stages, and the
-// bytes of a staged F32 row (staged_f32_row: the slots then hold no rows).
+// the K blocks of each split, and its ring's slot size and stages.
 struct StreamerLaunchShape {
   int64_t ctas = 0, split_blocks = 0;
-  size_t stage_bytes = 0, staged_bytes = 0;
+  size_t stage_bytes = 0;
   int stages = 0;
 };
 StreamerLaunchShape weight_streamer_launch_shape(int64_t n, int64_t k, int64_t num_tokens, int64_t top_k,
-                                                 int32_t chunks, int32_t splits, bool staged_f32_row, int num_sms);
+                                                 int32_t chunks, int32_t splits, int num_sms);
 // With kOverlapPrevious the streamer reads the ids and router weights,
 // checks them and streams its weights before it waits for the previous
 // kernel; it waits before it stages the activations and before any write

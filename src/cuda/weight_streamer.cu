@@ -103,60 +103,29 @@ __device__ __forceinline__ int64_t pair_row(RowMap map, int32_t pair, int32_t to
   return map == RowMap::kToken ? pair / top_k : pair;
 }
 
-// One F32 activation row, K positions [k0, k0 + k_len), rounded to BF16 in
-// row order into xs (k_len / 2 words), by the consumer threads: 8 float4
-// loads in flight per thread before the stores; indices are never divided
-// by K (ncu at 3d8f74f: the division of a flat index was the staging
-// loop's hottest code).
-__device__ __forceinline__ void stage_f32_row(const GemmParams& p, int32_t pair, int32_t k0, int32_t k_len,
-                                              uint32_t* xs) {
-  constexpr int kPerThread = 8;
-  const int32_t quarter_k = k_len / 4;
-  const float* xf = p.x_f32 + pair_row(p.x_map, pair, p.top_k) * p.x_stride + k0;
-  for (int32_t base = threadIdx.x; base < quarter_k; base += kPerThread * kThreads) {
-    uint2 v[kPerThread];
-#pragma unroll
-    for (int u = 0; u < kPerThread; ++u) {
-      const int32_t i = base + u * kThreads;  // float4 i: words 2 i, 2 i + 1
-      v[u] = {0u, 0u};
-      if (i < quarter_k) {
-        const float4 f = *reinterpret_cast<const float4*>(xf + 4 * i);
-        v[u] = {ptx::pack_bf16x2_rn(f.x, f.y), ptx::pack_bf16x2_rn(f.z, f.w)};
-      }
-    }
-#pragma unroll
-    for (int u = 0; u < kPerThread; ++u) {
-      const int32_t i = base + u * kThreads;
-      if (i < quarter_k) reinterpret_cast<uint2*>(xs)[i] = v[u];
-    }
-  }
-}
-
 // Producer warp: stage after stage into the ring, k_blocks K blocks from w0
 // in each of the CTA's chunks (chunk_stride K blocks apart), and of each of
-// the expert's x_rows activation rows from x_row (none where the consumers
-// staged a single F32 row themselves). Lane 0 copies the weights once the
-// consumers have read the slot's last ones (empty) and posts every byte of
-// the stage, before (__syncwarp) lane n < x_rows copies row n (x_row: its
-// first K position) once they have read the slot's last rows (x_empty), so
-// that no copy completes on a barrier that does not expect it yet.
-// waits_for_x: the rows are the previous kernel's output.
+// the expert's num_rows activation rows from x_row. Lane 0 copies the
+// weights once the consumers have read the slot's last ones (empty) and
+// posts every byte of the stage, before (__syncwarp) lane n < num_rows
+// copies row n (x_row: its first K position) once they have read the
+// slot's last rows (x_empty), so that no copy completes on a barrier that
+// does not expect it yet. waits_for_x: the rows are the previous kernel's
+// output.
 template <int kChunks>
 __device__ void stream_stages(StreamShared<kChunks>& s, uint8_t* ring, int num_stages, uint32_t stage_bytes,
                               const uint8_t* w0, int32_t k_blocks, int32_t chunk_stride, const uint16_t* x_row,
-                              int32_t x_rows, bool waits_for_x) {
+                              int32_t num_rows, bool waits_for_x) {
   using C = StreamConfig<kChunks>;
   const int lane = int(threadIdx.x % 32);
-  const int32_t copiers = max(x_rows, 1);  // lane 0 always copies the weights
-  if (lane >= copiers) return;
-  const uint32_t workers = (2u << (copiers - 1)) - 1u;
-  const bool copies_row = lane < x_rows;
+  if (lane >= num_rows) return;  // num_rows >= 1: lane 0 always works
+  const uint32_t workers = (2u << (num_rows - 1)) - 1u;
   const int32_t iters = (k_blocks + C::kStageBlocks - 1) / C::kStageBlocks;
   const auto blocks_of = [&](int32_t it) { return min(C::kStageBlocks, k_blocks - it * C::kStageBlocks); };
   const auto weights = [&](int32_t it, int slot) {
     const int32_t kb0 = it * C::kStageBlocks, blocks = blocks_of(it);
     const uint32_t bytes = uint32_t(blocks) * kSm90ChunkBytes;
-    ptx::mbarrier_arrive_expect_tx(&s.full[slot], kChunks * bytes + uint32_t(x_rows * blocks * 128));
+    ptx::mbarrier_arrive_expect_tx(&s.full[slot], kChunks * bytes + uint32_t(num_rows * blocks * 128));
     uint8_t* dst = ring + size_t(slot) * stage_bytes;
 #pragma unroll
     for (int c = 0; c < kChunks; ++c)
@@ -164,7 +133,6 @@ __device__ void stream_stages(StreamShared<kChunks>& s, uint8_t* ring, int num_s
                          w0 + (int64_t(c) * chunk_stride + kb0) * kSm90ChunkBytes, bytes, &s.full[slot]);
   };
   const auto x = [&](int32_t it, int slot) {
-    if (!copies_row) return;
     ptx::bulk_copy_g2s(ring + size_t(slot) * stage_bytes + C::kWeightBytes + lane * C::kXPitch,
                        x_row + it * C::kStageBlocks * 64, uint32_t(blocks_of(it)) * 128, &s.full[slot]);
   };
@@ -201,11 +169,9 @@ __device__ void stream_stages(StreamShared<kChunks>& s, uint8_t* ring, int num_s
       weights(it, slot);
     }
     __syncwarp(workers);
-    if (copies_row) {
-      ptx::mbarrier_wait_parity(&s.x_empty[slot], ps.phase ^ 1u);
-      ptx::fence_proxy_async_shared();
-      x(it, slot);
-    }
+    ptx::mbarrier_wait_parity(&s.x_empty[slot], ps.phase ^ 1u);
+    ptx::fence_proxy_async_shared();
+    x(it, slot);
   }
 }
 
@@ -295,12 +261,12 @@ __global__ void __launch_bounds__(kAllThreads, 3) weight_stream_kernel(const __g
       num_rows += count;
     }
     num_rows = min(num_rows, kStreamKernelMaxTokens);  // the host keeps T <= kStreamKernelMaxTokens
-    const uint16_t* x_row = p.x ? p.x + pair_row(p.x_map, my_pair, p.top_k) * p.x_stride + kb_begin * 64 : nullptr;
+    const uint16_t* x_row = p.x + pair_row(p.x_map, my_pair, p.top_k) * p.x_stride + kb_begin * 64;
     // Launched to overlap the previous kernel, whose output the activation
     // rows are (the layer's h): everything before their copies reads only
     // earlier inputs.
-    stream_stages<kChunks>(s, ring, num_stages, stage_bytes, w0, k_blocks, all_k_blocks, x_row,
-                           p.x_f32 ? 0 : num_rows, p.overlaps_previous);
+    stream_stages<kChunks>(s, ring, num_stages, stage_bytes, w0, k_blocks, all_k_blocks, x_row, num_rows,
+                           p.overlaps_previous);
     return;  // the CTA, and with it the ring, lives until the consumers finish
   }
 
@@ -323,14 +289,6 @@ __global__ void __launch_bounds__(kAllThreads, 3) weight_stream_kernel(const __g
   }
   // No write but the status word before the previous kernel ends.
   if (p.overlaps_previous) ptx::grid_dependency_wait();
-  // A single F32 row (T = 1): rounded to BF16 by the consumers into a row
-  // after the ring, every load in flight at once, instead of by a
-  // conversion kernel first (host: streamer_activations).
-  uint8_t* const staged_row = ring + size_t(num_stages) * stage_bytes;
-  if (p.x_f32) {
-    stage_f32_row(p, s.pair_of[0], kb_begin * 64, k_blocks * 64, reinterpret_cast<uint32_t*>(staged_row));
-    ptx::named_barrier_sync(kConsumerBarrier, kThreads);
-  }
 
   // 4. Consume the ring: warp (wn, wk) dequantizes K blocks wk, wk + kWarpsK
   //    of each stage for its 16 rows, against the stage's activation rows.
@@ -357,12 +315,8 @@ __global__ void __launch_bounds__(kAllThreads, 3) weight_stream_kernel(const __g
   // ldmatrix rows: lane 8m + j passes row j (a token; past the expert's rows
   // its first row again, whose output columns are never stored) at k offset
   // 8m of two k16 steps of this warp's K block.
-  // A staged row advances by a stage's K and never wraps.
   const int x_row = lane % 8 < num_rows ? lane % 8 : 0;
-  uint32_t x_at = p.x_f32 ? ptx::smem_addr(staged_row) + wk * 128 + (lane / 8) * 16
-                          : ptx::smem_addr(ring) + C::kWeightBytes + x_row * C::kXPitch + wk * 128 + (lane / 8) * 16;
-  const uint32_t x_step = p.x_f32 ? uint32_t(C::kStageBlocks * 128) : stage_bytes;
-  const uint32_t x_back = p.x_f32 ? 0u - x_step : ring_back;
+  uint32_t x_at = ptx::smem_addr(ring) + C::kWeightBytes + x_row * C::kXPitch + wk * 128 + (lane / 8) * 16;
   int32_t kb = wk;
   // Two accumulator chains (even, odd k16 steps): back-to-back mma on one
   // accumulator would wait out each other's latency.
@@ -412,7 +366,7 @@ __global__ void __launch_bounds__(kAllThreads, 3) weight_stream_kernel(const __g
     ps.advance(num_stages);
     codes_at = wrap ? codes_at - ring_back : codes_at + stage_bytes;
     scales_at = wrap ? scales_at - ring_back : scales_at + stage_bytes;
-    x_at = wrap ? x_at - x_back : x_at + x_step;
+    x_at = wrap ? x_at - ring_back : x_at + stage_bytes;
     constexpr uint32_t kBarrierBytes = sizeof(s.full[0]);
     full_at = wrap ? full_at - uint32_t(num_stages - 1) * kBarrierBytes : full_at + kBarrierBytes;
   };
@@ -485,11 +439,10 @@ Status launch_stream(const GemmParams& p, int num_sms, cudaStream_t stream, Laun
   const int32_t pairs = p.num_tokens * p.top_k;
   const dim3 grid(uint32_t(p.n / (64 * kChunks)), uint32_t(pairs), uint32_t(p.stream_splits));
   const StreamerLaunchShape shape =
-      weight_streamer_launch_shape(p.n, p.k, p.num_tokens, p.top_k, kChunks, p.stream_splits, p.x_f32 != nullptr,
-                                   num_sms);
+      weight_streamer_launch_shape(p.n, p.k, p.num_tokens, p.top_k, kChunks, p.stream_splits, num_sms);
   GemmParams q = p;
   q.overlaps_previous = order == LaunchOrder::kOverlapPrevious;
-  const size_t smem = size_t(shape.stages) * shape.stage_bytes + shape.staged_bytes;
+  const size_t smem = size_t(shape.stages) * shape.stage_bytes;
   auto kernel = weight_stream_kernel<kChunks, kSplitK>;
   NVFP4MOE_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   NVFP4MOE_CUDA_TRY(
@@ -516,20 +469,18 @@ int32_t choose_stream_splits(int64_t num_tokens, int64_t k) {
   return 1;
 }
 
-int weight_streamer_stages(size_t stage_bytes, size_t staged_bytes, int64_t grid_ctas, int num_sms) {
-  const bool three_fit = staged_bytes + 4 * stage_bytes <= kStreamSmallCtaBytes;
-  const size_t budget = grid_ctas > 2 * int64_t(num_sms) && three_fit ? kStreamSmallCtaBytes : kStreamTwoCtaBytes;
-  return int(std::min<size_t>(kMaxStages, (budget - std::min(budget, staged_bytes)) / stage_bytes));
+int weight_streamer_stages(size_t stage_bytes, int64_t grid_ctas, int num_sms) {
+  const size_t budget = grid_ctas > 2 * int64_t(num_sms) ? kStreamSmallCtaBytes : kStreamTwoCtaBytes;
+  return int(std::min<size_t>(kMaxStages, budget / stage_bytes));
 }
 
 StreamerLaunchShape weight_streamer_launch_shape(int64_t n, int64_t k, int64_t num_tokens, int64_t top_k,
-                                                 int32_t chunks, int32_t splits, bool staged_f32_row, int num_sms) {
+                                                 int32_t chunks, int32_t splits, int num_sms) {
   StreamerLaunchShape shape;
   shape.ctas = weight_streamer_ctas(n, chunks, num_tokens, top_k) * splits;
   shape.split_blocks = (k / 64 + splits - 1) / splits;
-  shape.stage_bytes = weight_streamer_stage_bytes(chunks, staged_f32_row ? 0 : num_tokens);
-  shape.staged_bytes = staged_f32_row ? size_t(shape.split_blocks) * 128 : 0;
-  shape.stages = weight_streamer_stages(shape.stage_bytes, shape.staged_bytes, shape.ctas, num_sms);
+  shape.stage_bytes = weight_streamer_stage_bytes(chunks, num_tokens);
+  shape.stages = weight_streamer_stages(shape.stage_bytes, shape.ctas, num_sms);
   return shape;
 }
 
@@ -537,8 +488,7 @@ bool streamer_overlap_pays(int64_t n, int64_t k, int64_t num_tokens, int64_t top
                            int num_sms) {
   const int32_t splits = choose_stream_splits(num_tokens, k);
   const int32_t chunks = weight_streamer_chunks(false, n, k, num_tokens, top_k, num_experts, splits, num_sms);
-  const StreamerLaunchShape shape =
-      weight_streamer_launch_shape(n, k, num_tokens, top_k, chunks, splits, false, num_sms);
+  const StreamerLaunchShape shape = weight_streamer_launch_shape(n, k, num_tokens, top_k, chunks, splits, num_sms);
   if (shape.ctas > num_sms) return true;
   const size_t slab = size_t(chunks) * size_t(shape.split_blocks) * kSm90ChunkBytes;
   return slab <= size_t(shape.stages) * kStreamStageWeightBytes;
@@ -548,8 +498,7 @@ Status launch_weight_streamer(const GemmParams& p, int num_sms, cudaStream_t str
   const int64_t pairs = int64_t(p.num_tokens) * p.top_k;
   if (p.num_tokens < 1 || p.num_tokens > kStreamKernelMaxTokens || pairs > kThreads)
     return make_status(StatusCode::kInternal, "weight streamer called with T = ", p.num_tokens, ", k = ", p.top_k);
-  if (!p.ids || !p.status || (!p.x && !p.x_f32) || (p.x_f32 && !streamer_stages_f32_row(p.num_tokens, p.k)) ||
-      p.k_splits != 1 ||
+  if (!p.ids || !p.status || !p.x || p.k_splits != 1 ||
       p.y_map == RowMap::kCompact || p.x_map == RowMap::kCompact)
     return make_status(StatusCode::kInternal, "weight streamer parameters are incomplete");
   if (p.epilogue == EpilogueKind::kSwiGLU && p.n % 128 != 0)

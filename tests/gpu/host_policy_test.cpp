@@ -219,32 +219,6 @@ TEST(CudaHostPolicy, WeightStreamerCutFollowsTokensAndExpertSize) {
   EXPECT_LE(cuda::kStreamMaxTokens, cuda::kStreamKernelMaxTokens);
 }
 
-// A single F32 row is staged by the streamer (T = 1, where it leaves four
-// weight slots in kStreamTwoCtaBytes: K <= 30720), slots then of weights
-// only; the row comes out of the three-per-SM budget where it fits, else
-// out of the two-per-SM one. Mixtral's down (K = 14336, 28 KB) at T = 1:
-// 128 CTAs, 7 stages.
-TEST(CudaHostPolicy, StreamerStagesASingleF32Row) {
-  EXPECT_TRUE(cuda::streamer_stages_f32_row(1, 2048));
-  EXPECT_TRUE(cuda::streamer_stages_f32_row(1, 30720));
-  EXPECT_FALSE(cuda::streamer_stages_f32_row(1, 30784));
-  for (int64_t T = 2; T <= cuda::kStreamKernelMaxTokens; ++T) EXPECT_FALSE(cuda::streamer_stages_f32_row(T, 2048));
-  const cuda::StreamerLaunchShape mixtral_down = cuda::weight_streamer_launch_shape(4096, 14336, 1, 2, 1, 1, true, 132);
-  EXPECT_EQ(size_t(9216), mixtral_down.stage_bytes);
-  EXPECT_EQ(size_t(28672), mixtral_down.staged_bytes);
-  EXPECT_EQ(7, mixtral_down.stages);
-  // qwen3 gate_up (K = 2048, 4 KB) in 1000 CTAs: three per SM, 6 stages.
-  EXPECT_EQ(6, cuda::weight_streamer_stages(9216, 4096, 1000, 132));
-  for (int64_t kb = 1; kb <= 480; ++kb) {
-    const size_t row = size_t(kb) * 128;
-    for (int64_t grid : {1, 1000}) {
-      const int s = cuda::weight_streamer_stages(9216, row, grid, 132);
-      EXPECT_GE(s, 4) << kb;
-      EXPECT_LE(row + size_t(s) * 9216, cuda::kStreamTwoCtaBytes) << kb;
-    }
-  }
-}
-
 // A ring slot is a stage's weights and one activation row per token (up to
 // kStreamKernelMaxTokens) at a pitch of the stage's K and 16 bytes, in
 // whole 128 bytes; a grid of more than two CTAs per SM gets as many slots as
@@ -257,15 +231,15 @@ TEST(CudaHostPolicy, WeightStreamerRingFitsItsBudget) {
   EXPECT_EQ(size_t(9216 + 8 * 528), cuda::weight_streamer_stage_bytes(1, 8));  // 13440: whole 128 B
   EXPECT_EQ(cuda::weight_streamer_stage_bytes(1, 8), cuda::weight_streamer_stage_bytes(1, 100));
   EXPECT_EQ(size_t(10112), cuda::weight_streamer_stage_bytes(2, 3));  // 9216 + 3 x 272 = 10032
-  EXPECT_EQ(6, cuda::weight_streamer_stages(cuda::weight_streamer_stage_bytes(1, 1), 0, 1000, 132));
-  EXPECT_EQ(8, cuda::weight_streamer_stages(cuda::weight_streamer_stage_bytes(1, 1), 0, 264, 132));
-  EXPECT_EQ(4, cuda::weight_streamer_stages(cuda::weight_streamer_stage_bytes(1, 8), 0, 1000, 132));
-  EXPECT_EQ(7, cuda::weight_streamer_stages(cuda::weight_streamer_stage_bytes(1, 8), 0, 100, 132));
+  EXPECT_EQ(6, cuda::weight_streamer_stages(cuda::weight_streamer_stage_bytes(1, 1), 1000, 132));
+  EXPECT_EQ(8, cuda::weight_streamer_stages(cuda::weight_streamer_stage_bytes(1, 1), 264, 132));
+  EXPECT_EQ(4, cuda::weight_streamer_stages(cuda::weight_streamer_stage_bytes(1, 8), 1000, 132));
+  EXPECT_EQ(7, cuda::weight_streamer_stages(cuda::weight_streamer_stage_bytes(1, 8), 100, 132));
   for (int32_t chunks : {1, 2})
     for (int64_t T = 1; T <= cuda::kStreamKernelMaxTokens; ++T)
       for (int64_t grid : {1, 264, 265, 10000}) {
         const size_t slot = cuda::weight_streamer_stage_bytes(chunks, T);
-        const int s = cuda::weight_streamer_stages(slot, 0, grid, 132);
+        const int s = cuda::weight_streamer_stages(slot, grid, 132);
         EXPECT_EQ(size_t(0), slot % 128);
         EXPECT_GE(slot, cuda::kStreamStageWeightBytes + size_t(T) * cuda::weight_streamer_x_pitch(chunks));
         EXPECT_GE(s, 4) << chunks << " chunks, T " << T;
@@ -306,7 +280,7 @@ TEST(CudaHostPolicy, StreamerChunksAndOverlap) {
   EXPECT_EQ(180, cuda::weight_streamer_ctas(2880, 1, 1, 4));
   // qwen3 down at T = 1: 128 CTAs of 12 K blocks, slots of 9.4 KB, 8 stages
   // (74 KB of weights) for a 55 KB slab.
-  const cuda::StreamerLaunchShape qwen3_down = cuda::weight_streamer_launch_shape(2048, 768, 1, 8, 2, 1, false, 132);
+  const cuda::StreamerLaunchShape qwen3_down = cuda::weight_streamer_launch_shape(2048, 768, 1, 8, 2, 1, 132);
   EXPECT_EQ(128, qwen3_down.ctas);
   EXPECT_EQ(12, qwen3_down.split_blocks);
   EXPECT_EQ(size_t(9600), qwen3_down.stage_bytes);
