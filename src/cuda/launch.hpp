@@ -234,9 +234,8 @@ inline int64_t weight_streamer_ctas(int64_t n, int32_t chunks, int64_t num_token
 // Chunks (64-row blocks of N) per CTA: two for SwiGLU (a gate block and its
 // up block); where N holds whole pairs of blocks, also two where K is at
 // most kStreamTwoChunkMaxK, or over at least kStreamTwoChunkMinTokens tokens
-// where the two-chunk CTAs that can work (its K splits included: one per
-// row block and hit expert, of which there are at most min(E, T * k)) still
-// number kStreamTwoChunkMinWaves per SM, so that each CTA's fixed cost (the
+// where the grid of two-chunk CTAs (its K splits included) still has
+// kStreamTwoChunkMinWaves CTAs per SM, so that each CTA's fixed cost (the
 // ids, the first bytes, the epilogue) covers twice the
 // weights; else one. A function of shapes, T and the SM count, never of the
 // routing: one chunk deals a row's K blocks to two warps and adds their sums,
@@ -255,20 +254,16 @@ inline int64_t weight_streamer_ctas(int64_t n, int32_t chunks, int64_t num_token
 // gate_up T = 3-8 1.01-1.21x (and the 2026-12-02 two-chunk A/Bs); below two
 // per SM they lost (qwen3 gate_up T = 2, 192 CTAs: 0.92x; mixtral down T = 2,
 // 128: 0.82x). NVFP4MOE_STREAM_CHUNKS (1 or 2) overrides it for experiments
-// where N holds whole pairs of blocks. Counting the grid instead (every
-// pair's CTAs, most of which find their expert taken) put mixtral's down at
-// T = 8 (8 experts, 256 working CTAs) in two chunks: 0.82x of the plan path
-// (bench/results/2026-12-03-h200-ab-streamer-ring-x.json).
+// where N holds whole pairs of blocks.
 inline constexpr int64_t kStreamTwoChunkMaxK = 1024, kStreamTwoChunkMinTokens = 2, kStreamTwoChunkMinWaves = 2;
 inline int32_t weight_streamer_chunks(bool swiglu, int64_t n, int64_t k, int64_t num_tokens, int64_t top_k,
-                                      int64_t num_experts, int32_t splits, int num_sms) {
+                                      int32_t splits, int num_sms) {
   if (swiglu) return 2;
   if (n % 128 != 0) return 1;
   if (const int64_t forced = forced_splits("NVFP4MOE_STREAM_CHUNKS")) return forced >= 2 ? 2 : 1;
   if (k <= kStreamTwoChunkMaxK) return 2;
-  const int64_t hit_bound = std::min(num_tokens * top_k, num_experts);
   return num_tokens >= kStreamTwoChunkMinTokens &&
-                 n / 128 * hit_bound * splits >= kStreamTwoChunkMinWaves * int64_t(num_sms)
+                 weight_streamer_ctas(n, 2, num_tokens, top_k) * splits >= kStreamTwoChunkMinWaves * int64_t(num_sms)
              ? 2
              : 1;
 }
@@ -299,7 +294,7 @@ int32_t choose_stream_splits(int64_t num_tokens, int64_t k);
 // two-chunk CTAs is also 128 CTAs, of 55 KB each, which their 74 KB ring
 // holds: without the overlap its layer ran 0.945x
 // (...-2026-12-01-h200-ab-stream-two-chunks-short-k.json).
-bool streamer_overlap_pays(int64_t n, int64_t k, int64_t num_tokens, int64_t top_k, int64_t num_experts, int num_sms);
+bool streamer_overlap_pays(int64_t n, int64_t k, int64_t num_tokens, int64_t top_k, int num_sms);
 // A streamer launch's shape, as launch_weight_streamer sizes it: its CTAs,
 // the K blocks of each split, and its ring's slot size and stages.
 struct StreamerLaunchShape {

@@ -681,7 +681,7 @@ Status moe_layer(Context& ctx, const CudaMoeLayerArgs& a, Stream stream) {
     gu.y_map = RowMap::kPair;
     gu.epilogue = EpilogueKind::kSwiGLU;
     gu.act = L.act;
-    const bool down_overlaps = streamer_overlap_pays(H, F, T, k, L.down.num_experts, m.num_sms);
+    const bool down_overlaps = streamer_overlap_pays(H, F, T, k, m.num_sms);
     gu.next_overlaps = down_overlaps;
     NVFP4MOE_RETURN_IF_ERROR(launch_weight_streamer(gu, m.num_sms, stream, gu_order));
     NVFP4MOE_RETURN_IF_ERROR(streamer_params(m, L.down, a.ids, T, k, Context::Impl::kStreamSecond, stream, &down));

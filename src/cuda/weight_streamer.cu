@@ -88,7 +88,7 @@ struct StreamShared {
   float tile[kStreamKernelMaxTokens * C::kTileStride];
   EpilogueRows rows[kStreamKernelMaxTokens];
   int32_t pair_of[kStreamKernelMaxTokens];  // the expert's pairs, ascending
-  int32_t warp_hits[kThreads / 32];
+  int32_t warp_hits[kAllThreads / 32];
   int32_t ids[kAllThreads];  // every id of the call (T * k <= kThreads)
   int32_t bad_pair;
   int32_t reduces;     // this CTA finished its (row block, expert) last: it adds the splits
@@ -110,8 +110,8 @@ __device__ __forceinline__ int64_t pair_row(RowMap map, int32_t pair, int32_t to
 // posts every byte of the stage, before (__syncwarp) lane n < num_rows
 // copies row n (x_row: its first K position) once they have read the
 // slot's last rows (x_empty), so that no copy completes on a barrier that
-// does not expect it yet. waits_for_x: the rows are the previous kernel's
-// output.
+// does not expect it yet. The first fill's weights go out before the rows
+// wait for the previous kernel (waits_for_x: the rows are its output).
 template <int kChunks>
 __device__ void stream_stages(StreamShared<kChunks>& s, uint8_t* ring, int num_stages, uint32_t stage_bytes,
                               const uint8_t* w0, int32_t k_blocks, int32_t chunk_stride, const uint16_t* x_row,
@@ -136,21 +136,12 @@ __device__ void stream_stages(StreamShared<kChunks>& s, uint8_t* ring, int num_s
     ptx::bulk_copy_g2s(ring + size_t(slot) * stage_bytes + C::kWeightBytes + lane * C::kXPitch,
                        x_row + it * C::kStageBlocks * 64, uint32_t(blocks_of(it)) * 128, &s.full[slot]);
   };
-  // The first fill: each stage's rows right behind its weights, or, where
-  // they wait for the previous kernel, every stage's weights first.
   const int32_t first_fill = min(iters, num_stages);
-  for (int32_t it = 0; it < first_fill; ++it) {
-    if (lane == 0) weights(it, it);
-    if (!waits_for_x) {
-      __syncwarp(workers);
-      x(it, it);
-    }
-  }
-  if (waits_for_x) {
-    __syncwarp(workers);
-    ptx::grid_dependency_wait();
-    for (int32_t it = 0; it < first_fill; ++it) x(it, it);
-  }
+  if (lane == 0)
+    for (int32_t it = 0; it < first_fill; ++it) weights(it, it);
+  __syncwarp(workers);
+  if (waits_for_x) ptx::grid_dependency_wait();
+  for (int32_t it = 0; it < first_fill; ++it) x(it, it);
   PipelineState ps;
   for (int32_t it = 0; it < first_fill; ++it) ps.advance(num_stages);
   for (int32_t it = first_fill; it < iters; ++it, ps.advance(num_stages)) {
@@ -249,32 +240,12 @@ __global__ void __launch_bounds__(kAllThreads, 3) weight_stream_kernel(const __g
   const int32_t k_blocks = min(all_k_blocks, kb_begin + per_split) - kb_begin;  // > 0: the host never splits emptily
   const uint8_t* w0 = p.w_packed + ((int64_t(expert) * n_blocks + int64_t(blockIdx.x) * kChunks) * all_k_blocks +
                                     kb_begin) * kSm90ChunkBytes;
-  if (producer) {
-    // The expert's pairs, ascending, found by the producer warp alone (so
-    // that its first copies wait for no other warp): lane n < num_rows
-    // takes the n-th, whose activation row it copies.
-    int32_t num_rows = 0, my_pair = 0;
-    for (int32_t base = 0; base < pairs; base += 32) {
-      const uint32_t hits = __ballot_sync(0xFFFFFFFFu, base + lane < pairs && s.ids[base + lane] == expert);
-      const int32_t nth = lane - num_rows, count = __popc(hits);
-      if (nth >= 0 && nth < count) my_pair = base + int32_t(__fns(hits, 0, nth + 1));
-      num_rows += count;
-    }
-    num_rows = min(num_rows, kStreamKernelMaxTokens);  // the host keeps T <= kStreamKernelMaxTokens
-    const uint16_t* x_row = p.x + pair_row(p.x_map, my_pair, p.top_k) * p.x_stride + kb_begin * 64;
-    // Launched to overlap the previous kernel, whose output the activation
-    // rows are (the layer's h): everything before their copies reads only
-    // earlier inputs.
-    stream_stages<kChunks>(s, ring, num_stages, stage_bytes, w0, k_blocks, all_k_blocks, x_row, num_rows,
-                           p.overlaps_previous);
-    return;  // the CTA, and with it the ring, lives until the consumers finish
-  }
-
-  // 3. The expert's pairs, ascending (ballot per warp, then warp order).
+  // 3. The expert's pairs, ascending (ballot per warp, then warp order),
+  //    which the producer needs for their activation rows.
   const bool hit = tid < pairs && id == expert;
   const uint32_t ballot = __ballot_sync(0xFFFFFFFFu, hit);
   if (lane == 0) s.warp_hits[warp] = __popc(ballot);
-  ptx::named_barrier_sync(kConsumerBarrier, kThreads);
+  __syncthreads();
   int32_t num_rows = 0, pos = __popc(ballot & ((1u << lane) - 1u));
   for (int w = 0; w < kThreads / 32; ++w) {
     if (w < warp) pos += s.warp_hits[w];
@@ -282,7 +253,17 @@ __global__ void __launch_bounds__(kAllThreads, 3) weight_stream_kernel(const __g
   }
   num_rows = min(num_rows, kStreamKernelMaxTokens);  // the host keeps T <= kStreamKernelMaxTokens
   if (hit && pos < kStreamKernelMaxTokens) s.pair_of[pos] = tid;
-  ptx::named_barrier_sync(kConsumerBarrier, kThreads);
+  __syncthreads();
+  if (producer) {
+    const uint16_t* x_row =
+        lane < num_rows ? p.x + pair_row(p.x_map, s.pair_of[lane], p.top_k) * p.x_stride + kb_begin * 64 : nullptr;
+    // Launched to overlap the previous kernel, whose output the activation
+    // rows are (the layer's h): everything before their copies reads only
+    // earlier inputs.
+    stream_stages<kChunks>(s, ring, num_stages, stage_bytes, w0, k_blocks, all_k_blocks, x_row, num_rows,
+                           p.overlaps_previous);
+    return;  // the CTA, and with it the ring, lives until the consumers finish
+  }
   if (tid < num_rows) {
     const int32_t pr = s.pair_of[tid];
     s.rows[tid] = {pair_row(p.y_map, pr, p.top_k), p.route_w ? p.route_w[pr] : 1.0f};
@@ -453,7 +434,7 @@ Status launch_stream(const GemmParams& p, int num_sms, cudaStream_t stream, Laun
 
 template <bool kSplitK>
 Status launch_stream_split(const GemmParams& p, int num_sms, cudaStream_t stream, LaunchOrder order) {
-  return weight_streamer_chunks(p.epilogue == EpilogueKind::kSwiGLU, p.n, p.k, p.num_tokens, p.top_k, p.num_experts,
+  return weight_streamer_chunks(p.epilogue == EpilogueKind::kSwiGLU, p.n, p.k, p.num_tokens, p.top_k,
                                 p.stream_splits, num_sms) == 2
              ? launch_stream<2, kSplitK>(p, num_sms, stream, order)
              : launch_stream<1, kSplitK>(p, num_sms, stream, order);
@@ -484,10 +465,9 @@ StreamerLaunchShape weight_streamer_launch_shape(int64_t n, int64_t k, int64_t n
   return shape;
 }
 
-bool streamer_overlap_pays(int64_t n, int64_t k, int64_t num_tokens, int64_t top_k, int64_t num_experts,
-                           int num_sms) {
+bool streamer_overlap_pays(int64_t n, int64_t k, int64_t num_tokens, int64_t top_k, int num_sms) {
   const int32_t splits = choose_stream_splits(num_tokens, k);
-  const int32_t chunks = weight_streamer_chunks(false, n, k, num_tokens, top_k, num_experts, splits, num_sms);
+  const int32_t chunks = weight_streamer_chunks(false, n, k, num_tokens, top_k, splits, num_sms);
   const StreamerLaunchShape shape = weight_streamer_launch_shape(n, k, num_tokens, top_k, chunks, splits, num_sms);
   if (shape.ctas > num_sms) return true;
   const size_t slab = size_t(chunks) * size_t(shape.split_blocks) * kSm90ChunkBytes;

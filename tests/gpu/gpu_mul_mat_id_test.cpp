@@ -427,16 +427,16 @@ TEST_F(GpuMulMatId, WeightStreamerEightColumns) {
 // the F32 bound on the same inputs and each the same bits when launched
 // again. They are not the same bits as each other: one chunk deals a row's K
 // blocks to two warps and adds their sums, two chunks sum them in one warp.
-// E = 32, N = 2048, K = 1536, k = 8 at T = 2 (256 two-chunk CTAs: the policy's one
+// N = 2048, K = 1536, k = 8 at T = 2 (256 two-chunk CTAs: the policy's one
 // chunk on 132 SMs) and T = 3 (384: two), one row per token and per slot,
 // F32 and BF16 x.
 TEST_F(GpuMulMatId, WeightStreamerChunkFormsAreRightAndRepeatable) {
   ASSERT_TRUE(cuda::use_weight_streamer(3, 2048, 1536));
-  ASSERT_EQ(1, cuda::weight_streamer_chunks(false, 2048, 1536, 2, 8, 32, 1, 132));
-  ASSERT_EQ(2, cuda::weight_streamer_chunks(false, 2048, 1536, 3, 8, 32, 1, 132));
+  ASSERT_EQ(1, cuda::weight_streamer_chunks(false, 2048, 1536, 2, 8, 1, 132));
+  ASSERT_EQ(2, cuda::weight_streamer_chunks(false, 2048, 1536, 3, 8, 1, 132));
   for (int64_t T : {2, 3})
     for (DType xd : {DType::kF32, DType::kBF16}) {
-      const Case c{32, 2048, 1536, T, 8, T == 3, xd};
+      const Case c{16, 2048, 1536, T, 8, T == 3, xd};
       std::mt19937_64 rng(test_seed() + uint64_t(T));
       const ExpertWeights w = random_weights(rng, c.E, c.N, c.K);
       cuda::DeviceExpertWeights dw;

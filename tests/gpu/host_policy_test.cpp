@@ -250,31 +250,28 @@ TEST(CudaHostPolicy, WeightStreamerRingFitsItsBudget) {
 
 // Two chunks per streamer CTA for SwiGLU and, with N in whole 128-row
 // blocks, for K <= 1024 (qwen3 down, K = 768) or from T = 2 where the
-// two-chunk CTAs that can work (row blocks x min(E, T * k)) are two per SM
-// (H200, 132 SMs: 264), else one. The
+// two-chunk grid has two CTAs per SM (H200, 132 SMs: 264), else one. The
 // layer's down streamer
 // overlaps gate_up with more CTAs than SMs, or where each
 // CTA's slab fits its ring: gpt-oss down (2880 rows, k = 4) at T = 1 (180
 // CTAs) and qwen3 down at T = 1 (128 CTAs of 55 KB) and T = 2 do; mixtral
 // down at T = 1 (128 CTAs of 516 KB) does not, at T = 2 it does.
 TEST(CudaHostPolicy, StreamerChunksAndOverlap) {
-  const auto chunks = [](bool swiglu, int64_t n, int64_t k, int64_t T, int64_t top_k, int64_t E) {
-    return cuda::weight_streamer_chunks(swiglu, n, k, T, top_k, E, cuda::choose_stream_splits(T, k), 132);
+  const auto chunks = [](bool swiglu, int64_t n, int64_t k, int64_t T, int64_t top_k) {
+    return cuda::weight_streamer_chunks(swiglu, n, k, T, top_k, cuda::choose_stream_splits(T, k), 132);
   };
-  EXPECT_EQ(2, chunks(false, 2048, 768, 1, 8, 128));    // qwen3 down
-  EXPECT_EQ(2, chunks(true, 1536, 2048, 1, 8, 128));    // qwen3 gate_up: gate/up row pairs
-  EXPECT_EQ(1, chunks(false, 1536, 2048, 2, 8, 128));   // qwen3 gate_up without SwiGLU: 192 two-chunk CTAs
-  EXPECT_EQ(2, chunks(false, 1536, 2048, 3, 8, 128));   // ... 288
-  EXPECT_EQ(1, chunks(false, 1536, 2048, 3, 8, 21));    // ... at most 21 experts: 252
-  EXPECT_EQ(1, chunks(false, 7168, 2048, 1, 8, 256));   // deepseek down: one token
-  EXPECT_EQ(2, chunks(false, 7168, 2048, 2, 8, 256));   // ... 896 two-chunk CTAs
-  EXPECT_EQ(2, chunks(false, 5760, 2880, 2, 4, 32));    // gpt-oss gate_up: 360
-  EXPECT_EQ(1, chunks(false, 2880, 2880, 8, 4, 32));    // gpt-oss down: N not in 128-row blocks
-  EXPECT_EQ(1, chunks(false, 4096, 14336, 2, 2, 8));    // mixtral down: 128
-  EXPECT_EQ(1, chunks(false, 4096, 14336, 3, 2, 8));    // ... 192
-  EXPECT_EQ(1, chunks(false, 4096, 14336, 8, 2, 8));    // ... 8 experts at most: 256 (the grid: 512)
-  EXPECT_EQ(2, chunks(false, 28672, 4096, 8, 2, 8));    // mixtral gate_up without SwiGLU: 1792
-  EXPECT_EQ(1, chunks(false, 192, 128, 1, 8, 64));      // N not in 128-row blocks
+  EXPECT_EQ(2, chunks(false, 2048, 768, 1, 8));    // qwen3 down
+  EXPECT_EQ(2, chunks(true, 1536, 2048, 1, 8));    // qwen3 gate_up: gate/up row pairs
+  EXPECT_EQ(1, chunks(false, 1536, 2048, 2, 8));   // qwen3 gate_up without SwiGLU: 192 two-chunk CTAs
+  EXPECT_EQ(2, chunks(false, 1536, 2048, 3, 8));   // ... 288
+  EXPECT_EQ(1, chunks(false, 7168, 2048, 1, 8));   // deepseek down: one token
+  EXPECT_EQ(2, chunks(false, 7168, 2048, 2, 8));   // ... 896 two-chunk CTAs
+  EXPECT_EQ(2, chunks(false, 5760, 2880, 2, 4));   // gpt-oss gate_up: 360
+  EXPECT_EQ(1, chunks(false, 2880, 2880, 8, 4));   // gpt-oss down: N not in 128-row blocks
+  EXPECT_EQ(1, chunks(false, 4096, 14336, 2, 2));  // mixtral down: 128
+  EXPECT_EQ(1, chunks(false, 4096, 14336, 3, 2));  // ... 192
+  EXPECT_EQ(2, chunks(false, 4096, 14336, 5, 2));  // ... 320
+  EXPECT_EQ(1, chunks(false, 192, 128, 1, 8));     // N not in 128-row blocks
   EXPECT_EQ(128, cuda::weight_streamer_ctas(2048, 2, 1, 8));
   EXPECT_EQ(96, cuda::weight_streamer_ctas(1536, 2, 1, 8));
   EXPECT_EQ(180, cuda::weight_streamer_ctas(2880, 1, 1, 4));
@@ -285,11 +282,11 @@ TEST(CudaHostPolicy, StreamerChunksAndOverlap) {
   EXPECT_EQ(12, qwen3_down.split_blocks);
   EXPECT_EQ(size_t(9600), qwen3_down.stage_bytes);
   EXPECT_EQ(8, qwen3_down.stages);
-  EXPECT_TRUE(cuda::streamer_overlap_pays(2048, 768, 1, 8, 128, 132));
-  EXPECT_TRUE(cuda::streamer_overlap_pays(2048, 768, 2, 8, 128, 132));
-  EXPECT_TRUE(cuda::streamer_overlap_pays(2880, 2880, 1, 4, 32, 132));
-  EXPECT_FALSE(cuda::streamer_overlap_pays(4096, 14336, 1, 2, 8, 132));
-  EXPECT_TRUE(cuda::streamer_overlap_pays(4096, 14336, 2, 2, 8, 132));
+  EXPECT_TRUE(cuda::streamer_overlap_pays(2048, 768, 1, 8, 132));
+  EXPECT_TRUE(cuda::streamer_overlap_pays(2048, 768, 2, 8, 132));
+  EXPECT_TRUE(cuda::streamer_overlap_pays(2880, 2880, 1, 4, 132));
+  EXPECT_FALSE(cuda::streamer_overlap_pays(4096, 14336, 1, 2, 132));
+  EXPECT_TRUE(cuda::streamer_overlap_pays(4096, 14336, 2, 2, 132));
 }
 
 // The compact grid's worked examples (launch.hpp), and the bound itself.
