@@ -185,7 +185,7 @@ int32_t choose_k_splits(int64_t num_tokens, int64_t top_k, int64_t num_experts, 
 // so any expert streams up to T = 6 (T = 7 not measured: it stages eight
 // columns, as T = 8 does).
 inline constexpr int32_t kStreamMaxTokens = 8;
-inline constexpr int32_t kStreamAnyExpertMaxTokens = 8;
+inline constexpr int32_t kStreamAnyExpertMaxTokens = 6;
 inline constexpr int64_t kStreamSmallExpertElems = int64_t(4) << 20;
 inline constexpr int32_t kStreamKernelMaxTokens = 8;
 // A ring of stages, up to 8 (weight_streamer_stages), each a stage's
