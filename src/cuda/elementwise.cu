@@ -20,8 +20,8 @@ constexpr int kThreads = 256;
 uint32_t blocks_for(int64_t n) { return uint32_t(std::min<int64_t>((n + kThreads - 1) / kThreads, 65535 * 8)); }
 
 // 8 values per thread and step: two float4 loads, one 16-byte store, each
-// pair rounded by the streamer's own conversion (pack_bf16x2_rn), so the
-// plan path and the streamer meet the same bits. x and y are 16-byte
+// pair rounded by pack_bf16x2_rn, the rounding of every BF16 conversion in
+// the backend. x and y are 16-byte
 // aligned (the op checks x; y is the workspace). NOTES: one element per
 // thread (4-byte loads, 2-byte stores) took ~36 us for qwen3 down's F32
 // per-slot rows at T = 2048 (75 MB moved), 21% of the op.

@@ -55,9 +55,9 @@ struct GemmParams {
   const float* alpha_up = nullptr;  // [E]; second chunk of kSwiGLU tiles
   int32_t num_experts = 0, n = 0, k = 0;
 
-  // Activations, BF16 rows (x_f32: one F32 row instead, read by the weight
-  // streamer at T = 1 only, which rounds it to BF16 as it loads it:
-  // streamer_converts_f32, launch.hpp).
+  // Activations, BF16 rows (x_f32: one F32 row instead, which the weight
+  // streamer rounds to BF16 as it stages it: streamer_stages_f32_row,
+  // launch.hpp).
   const uint16_t* x = nullptr;
   const float* x_f32 = nullptr;
   int64_t x_stride = 0;  // elements between rows

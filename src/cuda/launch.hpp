@@ -185,52 +185,63 @@ int32_t choose_k_splits(int64_t num_tokens, int64_t top_k, int64_t num_experts, 
 // so any expert streams up to T = 6 (T = 7 not measured: it stages eight
 // columns, as T = 8 does).
 inline constexpr int32_t kStreamMaxTokens = 8;
-inline constexpr int32_t kStreamAnyExpertMaxTokens = 6;
+inline constexpr int32_t kStreamAnyExpertMaxTokens = 8;
 inline constexpr int64_t kStreamSmallExpertElems = int64_t(4) << 20;
 inline constexpr int32_t kStreamKernelMaxTokens = 8;
-// Its activation rows live in shared memory (bit_ceil(T) x K BF16), within
-// this budget: mixtral's down (K = 14336) fits up to T = 4, and larger calls
-// take the plan path. Beside them, a ring of weight stages of
-// kStreamStageBytes, up to 8 (weight_streamer_stages): a grid of more than
-// two CTAs per SM gets as many as fit in kStreamSmallCtaBytes, so that three
-// CTAs share an SM; a smaller grid (or larger staged rows) as many as fit in
-// kStreamTwoCtaBytes, deeper per CTA; else kStreamOneCtaBytes. NOTES: H200
-// (ab.sh at 0d66d33 and at its successor): two CTAs of 8 stages per SM were
-// no faster than the register-streaming v2, so bytes in flight were not the
-// limit; three CTAs per SM were 5-20% faster where the grid fills them
-// (more warps hide the consumers' LDS -> dequant -> mma chains), and 7%
-// slower where it does not (gpt-oss down T=1: 180 CTAs on 132 SMs).
-inline constexpr size_t kStreamMaxStagedBytes = 176 * 1024;
-inline constexpr size_t kStreamStageBytes = 4 * kSm90ChunkBytes;  // 4 K blocks of 64 rows
+// A ring of stages, up to 8 (weight_streamer_stages), each a stage's
+// weights (kStreamStageWeightBytes) beside the expert's activation rows
+// over the same K (weight_streamer_stage_bytes): a grid of more than two
+// CTAs per SM gets as many as fit in kStreamSmallCtaBytes, so that three
+// CTAs share an SM; a smaller grid as many as fit in kStreamTwoCtaBytes,
+// deeper per CTA. The activations travel with the weights, so no K is too
+// long for shared memory. NOTES: H200 (ab.sh at 0d66d33 and at its
+// successor): two CTAs of 8 stages per SM were no faster than the
+// register-streaming v2, so bytes in flight were not the limit; three CTAs
+// per SM were 5-20% faster where the grid fills them (more warps hide the
+// consumers' LDS -> dequant -> mma chains), and 7% slower where it does not
+// (gpt-oss down T=1: 180 CTAs on 132 SMs). Until the ring carried them, the
+// activation rows were staged whole before the K loop (bit_ceil(T) x K BF16,
+// up to 176 KB: mixtral's down took the plan path from T = 5, and long K
+// split to let two CTAs share an SM).
+inline constexpr size_t kStreamStageWeightBytes = 4 * kSm90ChunkBytes;  // 4 K blocks of 64 rows
 inline constexpr size_t kStreamSmallCtaBytes = 60 * 1024;
 inline constexpr size_t kStreamTwoCtaBytes = 96 * 1024;
-inline constexpr size_t kStreamOneCtaBytes = 212 * 1024;
-size_t weight_streamer_staged_bytes(int64_t num_tokens, int64_t k);
-int weight_streamer_stages(size_t staged_bytes, int64_t grid_ctas, int num_sms);
+// Bytes between a stage's activation rows: its K blocks (4 / chunks) of
+// BF16 and 16 more, so that the eight rows an ldmatrix reads start in
+// different banks.
+inline constexpr size_t weight_streamer_x_pitch(int32_t chunks) { return size_t(4 / chunks) * 128 + 16; }
+// One ring slot: the weights, then one row of x per token (an expert has at
+// most T rows), in whole 128 B.
+inline constexpr size_t weight_streamer_stage_bytes(int32_t chunks, int64_t num_tokens) {
+  const int64_t rows = num_tokens < kStreamKernelMaxTokens ? num_tokens : kStreamKernelMaxTokens;
+  return (kStreamStageWeightBytes + size_t(rows) * weight_streamer_x_pitch(chunks) + 127) / 128 * 128;
+}
+// Beside the ring, a single F32 row staged as BF16 (staged_bytes; see
+// streamer_stages_f32_row) comes out of the same budget.
+int weight_streamer_stages(size_t stage_bytes, size_t staged_bytes, int64_t grid_ctas, int num_sms);
+// F32 activations of a streamer: at T = 1 its consumers round the one row
+// to BF16 into shared memory themselves before their K loop (every load in
+// flight at once), where that row leaves four ring slots in
+// kStreamTwoCtaBytes; otherwise a conversion kernel writes BF16 rows first
+// and the streamer overlaps it. NOTES: H200 A/B (bench/results/
+// 2026-12-03-h200-ab-streamer-ring-x.json): with the conversion kernel at
+// T = 1 too, F32 x ran 0.83-0.97x of the staged row (qwen3 layer 15.4 ->
+// 18.5 us in a graph, gpt-oss gate_up 15.6 -> 18.7 us); from T = 2 the
+// conversion had already won (a1a520d, bench/results/
+// 2026-12-01-h200-ab-f32-convert-before-streamer.json: 1.01-1.03x geomean).
+inline bool streamer_stages_f32_row(int64_t num_tokens, int64_t k) {
+  return num_tokens == 1 && size_t(k) * 2 + 4 * weight_streamer_stage_bytes(1, 0) <= kStreamTwoCtaBytes;
+}
 // MUL_MAT_ID of n x k experts over T tokens.
 inline bool use_weight_streamer(int64_t num_tokens, int64_t n, int64_t k) {
   const int64_t max_tokens = n * k <= kStreamSmallExpertElems ? kStreamMaxTokens : kStreamAnyExpertMaxTokens;
-  return num_tokens >= 1 && num_tokens <= max_tokens &&
-         weight_streamer_staged_bytes(num_tokens, k) <= kStreamMaxStagedBytes;
+  return num_tokens >= 1 && num_tokens <= max_tokens;
 }
 // The layer streams both GEMMs (gate_up: 2 ffn x hidden, down: hidden x ffn)
 // or neither.
 inline bool layer_uses_weight_streamer(int64_t num_tokens, int64_t hidden, int64_t ffn) {
   return use_weight_streamer(num_tokens, 2 * ffn, hidden) && use_weight_streamer(num_tokens, hidden, ffn);
 }
-// F32 activations for a streamer over T tokens: from T = 2 a conversion
-// kernel writes them as BF16 rows first and the streamer overlaps it (it
-// waits only before it stages x); at T = 1 the streamer's consumers load
-// the one F32 row themselves, every load in flight at once, and round it as
-// they stage it. NOTES: H200 A/B at a1a520d (bench/results/
-// 2026-12-01-h200-ab-f32-convert-before-streamer.json, gate_up, down and
-// layer of the four presets, in a graph): geomean 1.010x at T = 2, 1.029x
-// at T = 4 (up to 1.069x: staged in the streamer, 2-4 columns of F32 take
-// up to 7 rounds of loads where BF16 rows take one), 0.97-0.99x on the
-// shapes whose F32 rows took one round (qwen3 at T = 2, deepseek's down);
-// converting at T = 1 too ran 0.91-0.98x on all but gpt-oss (the launch and
-// the wait cost more than the round of loads they save).
-inline bool streamer_converts_f32(int64_t num_tokens) { return num_tokens >= 2; }
 // Its grid: row blocks of N (weight_streamer_chunks) x pairs.
 inline int64_t weight_streamer_ctas(int64_t n, int32_t chunks, int64_t num_tokens, int64_t top_k) {
   return n / (64 * chunks) * num_tokens * top_k;
@@ -238,9 +249,10 @@ inline int64_t weight_streamer_ctas(int64_t n, int32_t chunks, int64_t num_token
 // Chunks (64-row blocks of N) per CTA: two for SwiGLU (a gate block and its
 // up block); where N holds whole pairs of blocks, also two where K is at
 // most kStreamTwoChunkMaxK, or over at least kStreamTwoChunkMinTokens tokens
-// where the grid of two-chunk CTAs (its K splits included) still has
-// kStreamTwoChunkMinWaves CTAs per SM, so that each CTA's fixed cost (the
-// ids, the staged rows, the first bytes, the epilogue) covers twice the
+// where the two-chunk CTAs that can work (its K splits included: one per
+// row block and hit expert, of which there are at most min(E, T * k)) still
+// number kStreamTwoChunkMinWaves per SM, so that each CTA's fixed cost (the
+// ids, the first bytes, the epilogue) covers twice the
 // weights; else one. A function of shapes, T and the SM count, never of the
 // routing: one chunk deals a row's K blocks to two warps and adds their sums,
 // two chunks sum them in one warp, so the two agree to fp32 rounding, not
@@ -258,35 +270,35 @@ inline int64_t weight_streamer_ctas(int64_t n, int32_t chunks, int64_t num_token
 // gate_up T = 3-8 1.01-1.21x (and the 2026-12-02 two-chunk A/Bs); below two
 // per SM they lost (qwen3 gate_up T = 2, 192 CTAs: 0.92x; mixtral down T = 2,
 // 128: 0.82x). NVFP4MOE_STREAM_CHUNKS (1 or 2) overrides it for experiments
-// where N holds whole pairs of blocks.
+// where N holds whole pairs of blocks. Counting the grid instead (every
+// pair's CTAs, most of which find their expert taken) put mixtral's down at
+// T = 8 (8 experts, 256 working CTAs) in two chunks: 0.82x of the plan path
+// (bench/results/2026-12-03-h200-ab-streamer-ring-x.json).
 inline constexpr int64_t kStreamTwoChunkMaxK = 1024, kStreamTwoChunkMinTokens = 2, kStreamTwoChunkMinWaves = 2;
 inline int32_t weight_streamer_chunks(bool swiglu, int64_t n, int64_t k, int64_t num_tokens, int64_t top_k,
-                                      int32_t splits, int num_sms) {
+                                      int64_t num_experts, int32_t splits, int num_sms) {
   if (swiglu) return 2;
   if (n % 128 != 0) return 1;
   if (const int64_t forced = forced_splits("NVFP4MOE_STREAM_CHUNKS")) return forced >= 2 ? 2 : 1;
   if (k <= kStreamTwoChunkMaxK) return 2;
+  const int64_t hit_bound = std::min(num_tokens * top_k, num_experts);
   return num_tokens >= kStreamTwoChunkMinTokens &&
-                 weight_streamer_ctas(n, 2, num_tokens, top_k) * splits >= kStreamTwoChunkMinWaves * int64_t(num_sms)
+                 n / 128 * hit_bound * splits >= kStreamTwoChunkMinWaves * int64_t(num_sms)
              ? 2
              : 1;
 }
-// Host policy: the streamer's K split, from shapes and T only (never the
-// routing): split only where the staged activation rows of the whole K do
-// not let two CTAs share an SM (kStreamTwoCtaBytes), into the fewest splits
-// whose rows do; the count never falls as K grows. Worked example: mixtral
-// down (K = 14336) at T = 3, 4 stages 4 x 28 KB of rows -> 2 splits of 57 KB,
-// deepseek's gate_up (K = 7168) at T = 5, 6 eight columns x 14 KB -> 2 splits
-// of 56 KB; at T = 1, 2 and on every other preset's shapes -> 1.
-// NOTES: H200 sweep of forced splits 1, 2, 3, 4, 6 over the four presets'
-// gate_up, down and layer at T = 1, 2, 4 (bench/results/
-// 2026-11-30-h200-stream-k-splits-sweep.json): splitting a grid that
-// already fits lost everywhere (deepseek gate_up T = 1, 512 CTAs of 258 KB:
-// 48.9 us unsplit, 55.3 / 60.5 us in 2 / 3 splits; qwen3 down T = 1 9.2 ->
-// 14.0 us): each split CTA repeats the id check, the first-stage wait and
-// the epilogue, and the partial last wave was not the cost it seemed.
-// mixtral down T = 4 ran 108.5 us unsplit and 88.5-90.3 us in 2-4 splits.
-// NVFP4MOE_STREAM_SPLITS overrides it for experiments.
+// Host policy: the streamer's K split: none. Each split CTA repeats the id
+// check, the first-stage wait and the epilogue. NOTES: H200 sweep of forced
+// splits 1, 2, 3, 4, 6 over the four presets' gate_up, down and layer at
+// T = 1, 2, 4 (bench/results/2026-11-30-h200-stream-k-splits-sweep.json):
+// splitting a grid that already fits lost everywhere (deepseek gate_up
+// T = 1, 512 CTAs of 258 KB: 48.9 us unsplit, 55.3 / 60.5 us in 2 / 3
+// splits; qwen3 down T = 1 9.2 -> 14.0 us), and the partial last wave was
+// not the cost it seemed. Splits paid only where the whole K's staged
+// activation rows left an SM to one CTA (mixtral down T = 4: 108.5 us
+// unsplit, 88.5-90.3 us in 2-4 splits), which the ring's activation rows
+// no longer do. NVFP4MOE_STREAM_SPLITS forces a split for experiments and
+// tests; the kernel keeps its split form for them.
 inline constexpr int32_t kMaxStreamSplits = 8;
 int32_t choose_stream_splits(int64_t num_tokens, int64_t k);
 // Whether a streamer of an n x k weight over T tokens should overlap its
@@ -302,17 +314,17 @@ int32_t choose_stream_splits(int64_t num_tokens, int64_t k);
 // two-chunk CTAs is also 128 CTAs, of 55 KB each, which their 74 KB ring
 // holds: without the overlap its layer ran 0.945x
 // (...-2026-12-01-h200-ab-stream-two-chunks-short-k.json).
-bool streamer_overlap_pays(int64_t n, int64_t k, int64_t num_tokens, int64_t top_k, int num_sms);
+bool streamer_overlap_pays(int64_t n, int64_t k, int64_t num_tokens, int64_t top_k, int64_t num_experts, int num_sms);
 // A streamer launch's shape, as launch_weight_streamer sizes it: its CTAs,
-// the K blocks of each split, the staged activation rows of a CTA and its
-// ring's stages.
+// the K blocks of each split, its ring's slot size and stages, and the
+// bytes of a staged F32 row (staged_f32_row: the slots then hold no rows).
 struct StreamerLaunchShape {
   int64_t ctas = 0, split_blocks = 0;
-  size_t staged_bytes = 0;
+  size_t stage_bytes = 0, staged_bytes = 0;
   int stages = 0;
 };
 StreamerLaunchShape weight_streamer_launch_shape(int64_t n, int64_t k, int64_t num_tokens, int64_t top_k,
-                                                 int32_t chunks, int32_t splits, int num_sms);
+                                                 int32_t chunks, int32_t splits, bool staged_f32_row, int num_sms);
 // With kOverlapPrevious the streamer reads the ids and router weights,
 // checks them and streams its weights before it waits for the previous
 // kernel; it waits before it stages the activations and before any write

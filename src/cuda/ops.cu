@@ -502,21 +502,22 @@ Status plan_and_activations(Context& ctx, const int32_t* ids, int64_t num_tokens
                           converts ? LaunchOrder::kOverlapPrevious : LaunchOrder::kAfterPrevious);
 }
 
-// The activations of a weight streamer over T tokens (elems values): one
-// F32 row as it is at T = 1, else BF16 rows, F32 ones converted first by a
-// kernel that the streamer overlaps (streamer_converts_f32, launch.hpp): the
-// streamer checks the ids and streams its weights before it waits to stage
+// The activations of a weight streamer over T tokens of K values (elems in
+// all): BF16 rows; one F32 row as it is where the streamer stages it
+// (streamer_stages_f32_row, launch.hpp); else F32 rows converted first by a
+// kernel that the streamer overlaps: the streamer checks the ids and
+// streams its first stages of weights before its producer waits to copy
 // x. Sets p->x or p->x_f32, and the streamer's launch order.
-Status streamer_activations(Context::Impl& m, const void* x, DType dtype, int64_t num_tokens, int64_t elems,
-                            cudaStream_t stream, GemmParams* p, LaunchOrder* order) {
+Status streamer_activations(Context::Impl& m, const void* x, DType dtype, int64_t num_tokens, int64_t k,
+                            int64_t elems, cudaStream_t stream, GemmParams* p, LaunchOrder* order) {
   *order = LaunchOrder::kAfterPrevious;
-  if (dtype == DType::kF32 && !streamer_converts_f32(num_tokens)) {
+  if (dtype == DType::kF32 && streamer_stages_f32_row(num_tokens, k)) {
     p->x_f32 = static_cast<const float*>(x);
     return ok_status();
   }
   const bool converts = dtype == DType::kF32;
   NVFP4MOE_RETURN_IF_ERROR(activations_bf16(m, x, dtype, elems, stream, &p->x, converts));
-  if (converts) *order = LaunchOrder::kOverlapPrevious;
+  *order = converts ? LaunchOrder::kOverlapPrevious : LaunchOrder::kAfterPrevious;
   return ok_status();
 }
 
@@ -623,7 +624,7 @@ Status mul_mat_id(Context& ctx, const CudaMulMatIdArgs& a, Stream stream) {
     NVFP4MOE_RETURN_IF_ERROR(
         streamer_params(m, w, a.ids, a.num_tokens, a.top_k, Context::Impl::kStreamFirst, stream, &p));
     NVFP4MOE_RETURN_IF_ERROR(
-        streamer_activations(m, a.x, a.x_dtype, a.num_tokens, x_rows * w.cols, stream, &p, &order));
+        streamer_activations(m, a.x, a.x_dtype, a.num_tokens, w.cols, x_rows * w.cols, stream, &p, &order));
     p.x_stride = w.cols;
     p.x_map = a.x_per_slot ? RowMap::kPair : RowMap::kToken;
     p.y = a.y;
@@ -674,7 +675,7 @@ Status moe_layer(Context& ctx, const CudaMoeLayerArgs& a, Stream stream) {
     GemmParams gu, down;
     LaunchOrder gu_order = LaunchOrder::kAfterPrevious;
     NVFP4MOE_RETURN_IF_ERROR(streamer_params(m, L.gate_up, a.ids, T, k, Context::Impl::kStreamFirst, stream, &gu));
-    NVFP4MOE_RETURN_IF_ERROR(streamer_activations(m, a.x, a.x_dtype, T, T * H, stream, &gu, &gu_order));
+    NVFP4MOE_RETURN_IF_ERROR(streamer_activations(m, a.x, a.x_dtype, T, H, T * H, stream, &gu, &gu_order));
     gu.x_stride = H;
     gu.x_map = RowMap::kToken;
     gu.y = m.h_bf16.get();
@@ -683,7 +684,7 @@ Status moe_layer(Context& ctx, const CudaMoeLayerArgs& a, Stream stream) {
     gu.y_map = RowMap::kPair;
     gu.epilogue = EpilogueKind::kSwiGLU;
     gu.act = L.act;
-    const bool down_overlaps = streamer_overlap_pays(H, F, T, k, m.num_sms);
+    const bool down_overlaps = streamer_overlap_pays(H, F, T, k, L.down.num_experts, m.num_sms);
     gu.next_overlaps = down_overlaps;
     NVFP4MOE_RETURN_IF_ERROR(launch_weight_streamer(gu, m.num_sms, stream, gu_order));
     NVFP4MOE_RETURN_IF_ERROR(streamer_params(m, L.down, a.ids, T, k, Context::Impl::kStreamSecond, stream, &down));

@@ -9,34 +9,34 @@
 //   so every hit expert's weights are read once; it gathers that expert's
 //   pairs (<= T <= 8 rows, ascending) as the n8 columns of mma.sync.
 // Warps: one producer warp streams the CTA's weights (its kChunks 64-row
-// chunks are contiguous along K in the sm90 layout) into a ring of shared
-// memory stages with 1-D bulk copies (launch.hpp sizes the ring).
+// chunks are contiguous along K in the sm90 layout) and the expert's
+// activation rows over the same K into a ring of shared memory stages with
+// 1-D bulk copies (launch.hpp sizes the ring); the consumers read the rows
+// as mma B fragments with ldmatrix (lanes past an expert's rows read its
+// first row again: their output columns are never stored).
 // NOTES: the first versions loaded the fragments into registers (~37 KB in
 // flight per SM). The ring alone did not make it faster (bytes in flight
 // were not the limit, launch.hpp), but it leaves each thread at 60
 // registers, so three CTAs fit on an SM. The 8 consumer warps are 4 * kChunks
 // along N (16 weight rows each: the sm90 fragment layout is one warp's mma
 // A fragment) times the rest along K (K blocks dealt round robin inside each
-// stage). The expert's activation rows are staged once in shared memory as
-// BF16 B fragments (one LDS.128 per two k16 steps, zeros past its rows): BF16 x
-// by cp.async, all in flight at once; F32 x (as ggml passes it) at T = 1
-// through registers, and from T = 2 converted to BF16 by a kernel that the
-// streamer overlaps (streamer_converts_f32, launch.hpp).
+// stage). Until the ring carried the activation rows, the consumers staged
+// them whole, in fragment order, before the K loop (cp.async for BF16 x, F32
+// rounded through registers at T = 1), which put that staging in front of
+// every CTA's first stage and, at T >= 5 on long K, filled shared memory.
 // The K partial sums meet in shared memory and are added in warp order,
 // then the shared epilogue (alpha, SwiGLU on gate/up chunk pairs, router
 // weight, F32/BF16 store) writes the rows.
-// K split (p.stream_splits > 1, blockIdx.z = split; choose_stream_splits,
-// launch.hpp): where a long K's staged activation rows would leave an SM
-// to one CTA, each CTA takes one contiguous K range and stages only its
-// rows. It writes its raw sums to p.stream_partial; the last CTA of its
+// K split (p.stream_splits > 1, blockIdx.z = split; forced only,
+// choose_stream_splits, launch.hpp): each CTA takes one contiguous K range
+// of the weights and rows. It writes its raw sums to p.stream_partial; the last CTA of its
 // (row block, expert) to finish, by a counter in p.stream_counters, adds the
 // splits in split order and runs the epilogue, then rewinds the counter for
 // the next launch.
 // Summation order differs from the wgmma path (a different K split), so
 // outputs agree with it to fp32 rounding, not bit for bit; for a given
 // input and split count they are the same on every run and do not depend on
-// the other tokens' routing (each output row's order is fixed). The split
-// count is a function of K and T.
+// the other tokens' routing (each output row's order is fixed).
 #include <algorithm>
 #include <cstdint>
 #include <type_traits>
@@ -70,10 +70,16 @@ struct StreamConfig {
   static constexpr int kTileStride = kRows + 4;  // floats between token rows of the tile
   // K blocks per stage: two fragments per consumer warp.
   static constexpr int kStageBlocks = 2 * kWarpsK;
-  static constexpr int kStageBytes = kChunks * kStageBlocks * kSm90ChunkBytes;
+  // A ring slot: the chunks' K blocks, then the activation rows at kXPitch.
+  static constexpr int kWeightBytes = kChunks * kStageBlocks * kSm90ChunkBytes;
+  static constexpr int kXPitch = int(weight_streamer_x_pitch(kChunks));
 };
-static_assert(StreamConfig<1>::kStageBytes == kStreamStageBytes && StreamConfig<2>::kStageBytes == kStreamStageBytes,
-              "launch.hpp sizes the ring with kStreamStageBytes");
+static_assert(StreamConfig<1>::kWeightBytes == kStreamStageWeightBytes &&
+                  StreamConfig<2>::kWeightBytes == kStreamStageWeightBytes,
+              "launch.hpp sizes the ring with kStreamStageWeightBytes");
+static_assert(StreamConfig<1>::kXPitch == StreamConfig<1>::kStageBlocks * 128 + 16 &&
+                  StreamConfig<2>::kXPitch == StreamConfig<2>::kStageBlocks * 128 + 16,
+              "a stage's activation row is its K blocks of BF16 and 16 bytes");
 
 template <int kChunks>
 struct StreamShared {
@@ -82,13 +88,14 @@ struct StreamShared {
   float tile[kStreamKernelMaxTokens * C::kTileStride];
   EpilogueRows rows[kStreamKernelMaxTokens];
   int32_t pair_of[kStreamKernelMaxTokens];  // the expert's pairs, ascending
-  int32_t warp_hits[kAllThreads / 32];
+  int32_t warp_hits[kThreads / 32];
   int32_t ids[kAllThreads];  // every id of the call (T * k <= kThreads)
   int32_t bad_pair;
   int32_t reduces;     // this CTA finished its (row block, expert) last: it adds the splits
   uint32_t scale_mul;  // kScaleCodeMul
   uint64_t full[kMaxStages];
-  uint64_t empty[kMaxStages];
+  uint64_t empty[kMaxStages];    // the slot's weights are read
+  uint64_t x_empty[kMaxStages];  // its activation rows are read
 };
 
 // The activation or output row of a pair (the streamer has no sorted order).
@@ -96,131 +103,123 @@ __device__ __forceinline__ int64_t pair_row(RowMap map, int32_t pair, int32_t to
   return map == RowMap::kToken ? pair / top_k : pair;
 }
 
-// Columns (token rows) the staged B fragments hold: rows of one expert
-// (<= T), rounded up to a power of two.
-__host__ __device__ __forceinline__ int32_t staged_columns(int32_t num_tokens) {
-  int32_t r = 1;
-  while (r < num_tokens) r *= 2;
-  return r;
-}
-
-// Word j (k = 2 j, 2 j + 1) of staged column n, in mma B-fragment order:
-// step s = j / 8, q = j % 4, hi = (j / 4) % 2, two steps side by side.
-__device__ __forceinline__ int32_t staged_word(int32_t j, int32_t n, int32_t cols) {
-  const int32_t s = j / 8;
-  return (((s / 2) * cols + n) * 4 + j % 4) * 4 + (s % 2) * 2 + (j / 4) % 2;
-}
-
-// x rows of the expert, K positions [k0, k0 + k_len) -> shared memory (by the
-// consumer threads), BF16, in mma B-fragment order: u32 index
-// (((s / 2) * cols + n) * 4 + q) * 4 + (s % 2) * 2 + hi holds
-// k = k0 + 16 s + 2 q + 8 hi (+1) of column n, so lane (g, q) reads its
-// b0, b1 of steps s and s + 1 (s even) as one 16-byte word. Columns past
-// num_rows are zeros.
-template <int kCols>
-__device__ __forceinline__ void stage_b_fragments(const GemmParams& p, const int32_t* pair_of, int32_t num_rows,
-                                                  int32_t k0, int32_t k_len, uint32_t* xs) {
-  const int32_t half_k = k_len / 2;
-  if constexpr (kCols == 1) {
-    if (p.x_f32) {
-      // One F32 row (T = 1, streamer_converts_f32): rounded through
-      // registers, 8 float4 loads in flight per thread before the stores;
-      // indices are never divided by K (ncu at 3d8f74f: the division of a
-      // flat index was the staging loop's hottest code).
-      constexpr int kPerThread = 8;
-      const int32_t quarter_k = k_len / 4;
-      const float* xf = p.x_f32 + (num_rows > 0 ? pair_row(p.x_map, pair_of[0], p.top_k) * p.x_stride : 0) + k0;
-      for (int32_t base = threadIdx.x; base < quarter_k; base += kPerThread * kThreads) {
-        uint32_t v[kPerThread][2];
+// One F32 activation row, K positions [k0, k0 + k_len), rounded to BF16 in
+// row order into xs (k_len / 2 words), by the consumer threads: 8 float4
+// loads in flight per thread before the stores; indices are never divided
+// by K (ncu at 3d8f74f: the division of a flat index was the staging
+// loop's hottest code).
+__device__ __forceinline__ void stage_f32_row(const GemmParams& p, int32_t pair, int32_t k0, int32_t k_len,
+                                              uint32_t* xs) {
+  constexpr int kPerThread = 8;
+  const int32_t quarter_k = k_len / 4;
+  const float* xf = p.x_f32 + pair_row(p.x_map, pair, p.top_k) * p.x_stride + k0;
+  for (int32_t base = threadIdx.x; base < quarter_k; base += kPerThread * kThreads) {
+    uint2 v[kPerThread];
 #pragma unroll
-        for (int u = 0; u < kPerThread; ++u) {
-          const int32_t i = base + u * kThreads;  // float4 i: words 2 i, 2 i + 1
-          v[u][0] = v[u][1] = 0u;
-          if (num_rows > 0 && i < quarter_k) {
-            const float4 f = *reinterpret_cast<const float4*>(xf + 4 * i);
-            v[u][0] = ptx::pack_bf16x2_rn(f.x, f.y);
-            v[u][1] = ptx::pack_bf16x2_rn(f.z, f.w);
-          }
-        }
-#pragma unroll
-        for (int u = 0; u < kPerThread; ++u) {
-          const int32_t i = base + u * kThreads;
-          if (i < quarter_k) {
-            xs[staged_word(2 * i, 0, kCols)] = v[u][0];
-            xs[staged_word(2 * i + 1, 0, kCols)] = v[u][1];
-          }
-        }
+    for (int u = 0; u < kPerThread; ++u) {
+      const int32_t i = base + u * kThreads;  // float4 i: words 2 i, 2 i + 1
+      v[u] = {0u, 0u};
+      if (i < quarter_k) {
+        const float4 f = *reinterpret_cast<const float4*>(xf + 4 * i);
+        v[u] = {ptx::pack_bf16x2_rn(f.x, f.y), ptx::pack_bf16x2_rn(f.z, f.w)};
       }
-      return;
+    }
+#pragma unroll
+    for (int u = 0; u < kPerThread; ++u) {
+      const int32_t i = base + u * kThreads;
+      if (i < quarter_k) reinterpret_cast<uint2*>(xs)[i] = v[u];
     }
   }
-  // BF16: 4-byte asynchronous copies straight into fragment order, every
-  // column's words in flight at once. NOTES: through registers, one L2
-  // round trip per column and batch of 8 words in a row (at T = 4 four to
-  // eight, while the producer's ring sits full), T = 2-4 ran 1.07-1.24x
-  // slower (bench/results/2026-12-01-h200-ab-stream-x-cp-async.json).
-  // Word j + kThreads lands kThreads * kCols words after word j (staged_word:
-  // j % 16 is the thread's own), so each thread steps a pointer.
-  static_assert(kThreads % 16 == 0, "a thread keeps its words' place inside their two steps");
-  for (int32_t n = 0; n < kCols; ++n) {
-    const bool real = n < num_rows;
-    const uint16_t* xb = real ? p.x + pair_row(p.x_map, pair_of[n], p.top_k) * p.x_stride + k0 : nullptr;
-    uint32_t* dst = xs + staged_word(int32_t(threadIdx.x), n, kCols);
-    for (int32_t j = threadIdx.x; j < half_k; j += kThreads, dst += kThreads * kCols) {
-      if (real) ptx::cp_async_4(dst, xb + 2 * j);
-      else *dst = 0u;
-    }
-  }
-  ptx::cp_async_wait_all();
 }
 
-// Producer: the CTA's weight slab, stage after stage, into the ring: k_blocks
-// K blocks from w0 in each of its chunks, chunk_stride K blocks apart.
+// Producer warp: stage after stage into the ring, k_blocks K blocks from w0
+// in each of the CTA's chunks (chunk_stride K blocks apart), and of each of
+// the expert's x_rows activation rows from x_row (none where the consumers
+// staged a single F32 row themselves). Lane 0 copies the weights once the
+// consumers have read the slot's last ones (empty) and posts every byte of
+// the stage, before (__syncwarp) lane n < x_rows copies row n (x_row: its
+// first K position) once they have read the slot's last rows (x_empty), so
+// that no copy completes on a barrier that does not expect it yet.
+// waits_for_x: the rows are the previous kernel's output.
 template <int kChunks>
-__device__ void stream_weights(StreamShared<kChunks>& s, uint8_t* ring, int num_stages,
-                               const uint8_t* w0, int32_t k_blocks, int32_t chunk_stride) {
+__device__ void stream_stages(StreamShared<kChunks>& s, uint8_t* ring, int num_stages, uint32_t stage_bytes,
+                              const uint8_t* w0, int32_t k_blocks, int32_t chunk_stride, const uint16_t* x_row,
+                              int32_t x_rows, bool waits_for_x) {
   using C = StreamConfig<kChunks>;
+  const int lane = int(threadIdx.x % 32);
+  const int32_t copiers = max(x_rows, 1);  // lane 0 always copies the weights
+  if (lane >= copiers) return;
+  const uint32_t workers = (2u << (copiers - 1)) - 1u;
+  const bool copies_row = lane < x_rows;
   const int32_t iters = (k_blocks + C::kStageBlocks - 1) / C::kStageBlocks;
-  PipelineState ps;
-  for (int32_t it = 0; it < iters; ++it, ps.advance(num_stages)) {
-    const int slot = ps.stage;
-    ptx::mbarrier_wait_parity(&s.empty[slot], ps.phase ^ 1u);
-    // The consumers read the slot with ld.shared (generic proxy); the copy
-    // writes it through the async proxy (ptx/sync.cuh). NOTES: without this
-    // fence, qwen3's down at T = 8 (six fills of five slots) gave other bits
-    // in 1-10 of 63 repeated launches, in 7 of 7 runs, once the F32 staging
-    // got faster: 8-16 outputs of one of a CTA's first two warps, whose
-    // fragments open the slot that the refill writes first
-    // (GpuMulMatId.RepeatedLaunchesGiveTheSameBits,
-    // bench/results/2026-12-01-h200-356172a-ring-refill-fence-repeat.json).
-    ptx::fence_proxy_async_shared();
-    const int32_t kb0 = it * C::kStageBlocks, blocks = min(C::kStageBlocks, k_blocks - kb0);
+  const auto blocks_of = [&](int32_t it) { return min(C::kStageBlocks, k_blocks - it * C::kStageBlocks); };
+  const auto weights = [&](int32_t it, int slot) {
+    const int32_t kb0 = it * C::kStageBlocks, blocks = blocks_of(it);
     const uint32_t bytes = uint32_t(blocks) * kSm90ChunkBytes;
-    ptx::mbarrier_arrive_expect_tx(&s.full[slot], kChunks * bytes);
-    uint8_t* dst = ring + size_t(slot) * C::kStageBytes;
+    ptx::mbarrier_arrive_expect_tx(&s.full[slot], kChunks * bytes + uint32_t(x_rows * blocks * 128));
+    uint8_t* dst = ring + size_t(slot) * stage_bytes;
 #pragma unroll
     for (int c = 0; c < kChunks; ++c)
       ptx::bulk_copy_g2s(dst + c * C::kStageBlocks * kSm90ChunkBytes,
                          w0 + (int64_t(c) * chunk_stride + kb0) * kSm90ChunkBytes, bytes, &s.full[slot]);
+  };
+  const auto x = [&](int32_t it, int slot) {
+    if (!copies_row) return;
+    ptx::bulk_copy_g2s(ring + size_t(slot) * stage_bytes + C::kWeightBytes + lane * C::kXPitch,
+                       x_row + it * C::kStageBlocks * 64, uint32_t(blocks_of(it)) * 128, &s.full[slot]);
+  };
+  // The first fill: each stage's rows right behind its weights, or, where
+  // they wait for the previous kernel, every stage's weights first.
+  const int32_t first_fill = min(iters, num_stages);
+  for (int32_t it = 0; it < first_fill; ++it) {
+    if (lane == 0) weights(it, it);
+    if (!waits_for_x) {
+      __syncwarp(workers);
+      x(it, it);
+    }
+  }
+  if (waits_for_x) {
+    __syncwarp(workers);
+    ptx::grid_dependency_wait();
+    for (int32_t it = 0; it < first_fill; ++it) x(it, it);
+  }
+  PipelineState ps;
+  for (int32_t it = 0; it < first_fill; ++it) ps.advance(num_stages);
+  for (int32_t it = first_fill; it < iters; ++it, ps.advance(num_stages)) {
+    const int slot = ps.stage;
+    // The consumers read the slot with ld.shared and ldmatrix (generic
+    // proxy); the copies write it through the async proxy (ptx/sync.cuh).
+    // NOTES: without this fence, qwen3's down at T = 8 (six fills of five
+    // slots) gave other bits in 1-10 of 63 repeated launches, in 7 of 7
+    // runs, once the F32 staging got faster: 8-16 outputs of one of a CTA's
+    // first two warps, whose fragments open the slot that the refill writes
+    // first (GpuMulMatId.RepeatedLaunchesGiveTheSameBits,
+    // bench/results/2026-12-01-h200-356172a-ring-refill-fence-repeat.json).
+    if (lane == 0) {
+      ptx::mbarrier_wait_parity(&s.empty[slot], ps.phase ^ 1u);
+      ptx::fence_proxy_async_shared();
+      weights(it, slot);
+    }
+    __syncwarp(workers);
+    if (copies_row) {
+      ptx::mbarrier_wait_parity(&s.x_empty[slot], ps.phase ^ 1u);
+      ptx::fence_proxy_async_shared();
+      x(it, slot);
+    }
   }
 }
 
-// kCols = staged_columns(T) is a template parameter so that every B
-// fragment load of the main loop is one LDS at a constant offset (with a
-// runtime column count, each cost three IMADs of address arithmetic).
 // kSplitK: the K split's instance. NOTES: with the split as runtime code in
 // every instance, the unsplit calls ran 1-4% slower (A/B at bc3fa33,
 // bench/results/2026-11-30-h200-ab-bc3fa33-stream-k-split.json).
-template <int kChunks, int kCols, bool kSplitK>
+// stage_bytes: a ring slot (weight_streamer_stage_bytes).
+template <int kChunks, bool kSplitK>
 __global__ void __launch_bounds__(kAllThreads, 3) weight_stream_kernel(const __grid_constant__ GemmParams p,
-                                                                        int num_stages) {
+                                                                        int num_stages, uint32_t stage_bytes) {
   using C = StreamConfig<kChunks>;
   constexpr int kWarpsK = C::kWarpsK;
   __shared__ StreamShared<kChunks> s;
-  // The ring, then the staged activations (staged_columns(T) * K / 2 words).
-  extern __shared__ __align__(128) uint8_t dyn[];
-  uint8_t* ring = dyn;
-  uint32_t* x_staged = reinterpret_cast<uint32_t*>(dyn + size_t(num_stages) * C::kStageBytes);
+  extern __shared__ __align__(128) uint8_t ring[];
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int32_t pairs = p.num_tokens * p.top_k, me = int32_t(blockIdx.y);
   const bool reporter = blockIdx.x == 0 && blockIdx.y == 0 && (!kSplitK || blockIdx.z == 0) && tid == 0;
@@ -233,6 +232,7 @@ __global__ void __launch_bounds__(kAllThreads, 3) weight_stream_kernel(const __g
     for (int i = 0; i < num_stages; ++i) {
       ptx::mbarrier_init(&s.full[i], 1);
       ptx::mbarrier_init(&s.empty[i], kThreads);
+      ptx::mbarrier_init(&s.x_empty[i], kThreads);
     }
     ptx::fence_mbarrier_init();
   }
@@ -263,7 +263,7 @@ __global__ void __launch_bounds__(kAllThreads, 3) weight_stream_kernel(const __g
       *p.status = {e < 0 || e >= p.num_experts ? kPlanIdOutOfRange : kPlanDuplicateId, b / p.top_k, b % p.top_k, e};
       // An overlapping grid must not finish before the kernel it overlaps
       // (the next kernel in the stream waits for this one only): CTA (0, 0)
-      // always waits, here or before its staging (pair 0 always works when
+      // always waits, here or before its K loop (pair 0 always works when
       // the ids are good).
       if (p.overlaps_previous) ptx::grid_dependency_wait();
     }
@@ -284,7 +284,23 @@ __global__ void __launch_bounds__(kAllThreads, 3) weight_stream_kernel(const __g
   const uint8_t* w0 = p.w_packed + ((int64_t(expert) * n_blocks + int64_t(blockIdx.x) * kChunks) * all_k_blocks +
                                     kb_begin) * kSm90ChunkBytes;
   if (producer) {
-    if (lane == 0) stream_weights<kChunks>(s, ring, num_stages, w0, k_blocks, all_k_blocks);
+    // The expert's pairs, ascending, found by the producer warp alone (so
+    // that its first copies wait for no other warp): lane n < num_rows
+    // takes the n-th, whose activation row it copies.
+    int32_t num_rows = 0, my_pair = 0;
+    for (int32_t base = 0; base < pairs; base += 32) {
+      const uint32_t hits = __ballot_sync(0xFFFFFFFFu, base + lane < pairs && s.ids[base + lane] == expert);
+      const int32_t nth = lane - num_rows, count = __popc(hits);
+      if (nth >= 0 && nth < count) my_pair = base + int32_t(__fns(hits, 0, nth + 1));
+      num_rows += count;
+    }
+    num_rows = min(num_rows, kStreamKernelMaxTokens);  // the host keeps T <= kStreamKernelMaxTokens
+    const uint16_t* x_row = p.x ? p.x + pair_row(p.x_map, my_pair, p.top_k) * p.x_stride + kb_begin * 64 : nullptr;
+    // Launched to overlap the previous kernel, whose output the activation
+    // rows are (the layer's h): everything before their copies reads only
+    // earlier inputs.
+    stream_stages<kChunks>(s, ring, num_stages, stage_bytes, w0, k_blocks, all_k_blocks, x_row,
+                           p.x_f32 ? 0 : num_rows, p.overlaps_previous);
     return;  // the CTA, and with it the ring, lives until the consumers finish
   }
 
@@ -305,18 +321,21 @@ __global__ void __launch_bounds__(kAllThreads, 3) weight_stream_kernel(const __g
     const int32_t pr = s.pair_of[tid];
     s.rows[tid] = {pair_row(p.y_map, pr, p.top_k), p.route_w ? p.route_w[pr] : 1.0f};
   }
-  // Launched to overlap the previous kernel, whose output the activations
-  // are (the layer's h): everything before this reads only earlier inputs.
+  // No write but the status word before the previous kernel ends.
   if (p.overlaps_previous) ptx::grid_dependency_wait();
-  stage_b_fragments<kCols>(p, s.pair_of, num_rows, kb_begin * 64, k_blocks * 64, x_staged);
-  ptx::named_barrier_sync(kConsumerBarrier, kThreads);
+  // A single F32 row (T = 1): rounded to BF16 by the consumers into a row
+  // after the ring, every load in flight at once, instead of by a
+  // conversion kernel first (host: streamer_activations).
+  uint8_t* const staged_row = ring + size_t(num_stages) * stage_bytes;
+  if (p.x_f32) {
+    stage_f32_row(p, s.pair_of[0], kb_begin * 64, k_blocks * 64, reinterpret_cast<uint32_t*>(staged_row));
+    ptx::named_barrier_sync(kConsumerBarrier, kThreads);
+  }
 
   // 4. Consume the ring: warp (wn, wk) dequantizes K blocks wk, wk + kWarpsK
-  //    of each stage for its 16 rows, against the staged columns.
+  //    of each stage for its 16 rows, against the stage's activation rows.
   const int wn = warp % C::kWarpsN, wk = warp / C::kWarpsN;
   const int chunk = wn / 4, t = (wn % 4) * 32 + lane;  // t: thread index inside the chunk's fragment
-  // Lanes past the staged columns read a staged column again: their output
-  // columns are never stored.
   const int g = lane / 4, q = lane % 4;
   // Shared addresses the loop carries from stage to stage (this thread's
   // fragment of the stage's K block wk, the stage's full barrier, the B
@@ -329,13 +348,21 @@ __global__ void __launch_bounds__(kAllThreads, 3) weight_stream_kernel(const __g
   // (bench/results/2026-12-01-h200-ab-loop-carried-shared-addresses.json).
   // The same change in the GEMM's consumers (185 -> 181 instructions per
   // narrow iteration) ran 0.97-1.01x there, so it is not in the GEMM.
-  constexpr uint32_t kStepBytes = kCols * 4 * sizeof(uint2);  // one k16 step of B fragments (two are a uint4)
   const FragmentRef f0 = fragment_ref(ring + (chunk * C::kStageBlocks + wk) * kSm90ChunkBytes, t);
   uint32_t codes_at = ptx::smem_addr(f0.codes), scales_at = ptx::smem_addr(f0.scales);
   uint32_t full_at = ptx::smem_addr(&s.full[0]);
   const uint32_t empty_from_full = ptx::smem_addr(&s.empty[0]) - full_at;
-  const uint32_t ring_back = uint32_t(num_stages - 1) * C::kStageBytes;
-  uint32_t x_at = ptx::smem_addr(x_staged) + ((g % kCols) * 4 + q) * sizeof(uint4) + wk * 4 * kStepBytes;
+  const uint32_t x_empty_from_full = ptx::smem_addr(&s.x_empty[0]) - full_at;
+  const uint32_t ring_back = uint32_t(num_stages - 1) * stage_bytes;
+  // ldmatrix rows: lane 8m + j passes row j (a token; past the expert's rows
+  // its first row again, whose output columns are never stored) at k offset
+  // 8m of two k16 steps of this warp's K block.
+  // A staged row advances by a stage's K and never wraps.
+  const int x_row = lane % 8 < num_rows ? lane % 8 : 0;
+  uint32_t x_at = p.x_f32 ? ptx::smem_addr(staged_row) + wk * 128 + (lane / 8) * 16
+                          : ptx::smem_addr(ring) + C::kWeightBytes + x_row * C::kXPitch + wk * 128 + (lane / 8) * 16;
+  const uint32_t x_step = p.x_f32 ? uint32_t(C::kStageBlocks * 128) : stage_bytes;
+  const uint32_t x_back = p.x_f32 ? 0u - x_step : ring_back;
   int32_t kb = wk;
   // Two accumulator chains (even, odd k16 steps): back-to-back mma on one
   // accumulator would wait out each other's latency.
@@ -356,33 +383,38 @@ __global__ void __launch_bounds__(kAllThreads, 3) weight_stream_kernel(const __g
       codes[u] = ptx::ld_shared_v4(codes_at + u * kWarpsK * kSm90ChunkBytes);
       scales[u] = ptx::ld_shared_v2(scales_at + u * kWarpsK * kSm90ChunkBytes);
     }
-    // Every thread releases the slot after its own loads, as in the GEMM
-    // mainloop (nvfp4_grouped_gemm.cuh says why, and what it costs).
+    // Every thread releases the slot's weights after its own loads, as in
+    // the GEMM mainloop (nvfp4_grouped_gemm.cuh says why, and what it
+    // costs), and its activation rows after the last ldmatrix of the stage.
+    // NOTES: with one release after every load, ptxas moved it behind the
+    // first fragment's mma, where it had sunk the second's ldmatrix.
     ptx::mbarrier_arrive(full_at + empty_from_full);
 #pragma unroll
     for (int u = 0; u < 2; ++u) {
       if (!kLast || kb + u * kWarpsK < k_blocks) {
         uint32_t a[4][4];
         dequant_fragment(codes[u], scales[u], scale_mul, a);
-        const uint32_t xk = x_at + u * kWarpsK * 4 * kStepBytes;
-        // NOTES: one LDS.64 per step (16b204b) was 4 more of a stage's ~158
-        // instructions; this ran decode 1.025x geomean (H200 A/B,
+        const uint32_t xk = x_at + u * kWarpsK * 128;
+        // Two k16 steps' B fragments per load. NOTES: one LDS.64 per step
+        // (16b204b) was 4 more of a stage's ~158 instructions; two steps per
+        // LDS.128 ran decode 1.025x geomean (H200 A/B,
         // bench/results/2026-12-03-h200-ab-streamer-b-pairs-and-stage-pairs.json).
 #pragma unroll
         for (int step = 0; step < 4; step += 2) {
-          const uint4 b = ptx::ld_shared_v4(xk + step * kStepBytes);
+          const uint4 b = ptx::ldmatrix_x4(xk + step * 32);
           ptx::mma_m16n8k16_bf16(acc[0], a[step], b.x, b.y);
           ptx::mma_m16n8k16_bf16(acc[1], a[step + 1], b.z, b.w);
         }
       }
     }
+    ptx::mbarrier_arrive(full_at + x_empty_from_full);
     const bool wrap = ps.stage == num_stages - 1;
     ps.advance(num_stages);
-    codes_at = wrap ? codes_at - ring_back : codes_at + C::kStageBytes;
-    scales_at = wrap ? scales_at - ring_back : scales_at + C::kStageBytes;
+    codes_at = wrap ? codes_at - ring_back : codes_at + stage_bytes;
+    scales_at = wrap ? scales_at - ring_back : scales_at + stage_bytes;
+    x_at = wrap ? x_at - x_back : x_at + x_step;
     constexpr uint32_t kBarrierBytes = sizeof(s.full[0]);
     full_at = wrap ? full_at - uint32_t(num_stages - 1) * kBarrierBytes : full_at + kBarrierBytes;
-    x_at += C::kStageBlocks * 4 * kStepBytes;
   };
   // NOTES: with the checks in every stage (ad0a47c) they cost two compares,
   // two branches and the K block count per ~170-instruction stage (SASS);
@@ -448,99 +480,76 @@ __global__ void __launch_bounds__(kAllThreads, 3) weight_stream_kernel(const __g
   epilogue_store<kChunks, kThreads>(p, w, s.tile, C::kTileStride, s.rows, tid);
 }
 
-template <int kChunks, int kCols, bool kSplitK>
+template <int kChunks, bool kSplitK>
 Status launch_stream(const GemmParams& p, int num_sms, cudaStream_t stream, LaunchOrder order) {
   const int32_t pairs = p.num_tokens * p.top_k;
   const dim3 grid(uint32_t(p.n / (64 * kChunks)), uint32_t(pairs), uint32_t(p.stream_splits));
   const StreamerLaunchShape shape =
-      weight_streamer_launch_shape(p.n, p.k, p.num_tokens, p.top_k, kChunks, p.stream_splits, num_sms);
+      weight_streamer_launch_shape(p.n, p.k, p.num_tokens, p.top_k, kChunks, p.stream_splits, p.x_f32 != nullptr,
+                                   num_sms);
   GemmParams q = p;
   q.overlaps_previous = order == LaunchOrder::kOverlapPrevious;
-  const size_t smem = size_t(shape.stages) * kStreamStageBytes + shape.staged_bytes;
-  auto kernel = weight_stream_kernel<kChunks, kCols, kSplitK>;
+  const size_t smem = size_t(shape.stages) * shape.stage_bytes + shape.staged_bytes;
+  auto kernel = weight_stream_kernel<kChunks, kSplitK>;
   NVFP4MOE_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-  NVFP4MOE_CUDA_TRY(launch_kernel(kernel, grid, dim3(kAllThreads), smem, stream, order, q, shape.stages));
+  NVFP4MOE_CUDA_TRY(
+      launch_kernel(kernel, grid, dim3(kAllThreads), smem, stream, order, q, shape.stages, uint32_t(shape.stage_bytes)));
   NVFP4MOE_CUDA_CHECK_LAUNCH("weight_stream_kernel");
   return ok_status();
 }
 
-template <int kChunks, bool kSplitK>
-Status launch_stream_chunks(const GemmParams& p, int num_sms, cudaStream_t stream, LaunchOrder order) {
-  static_assert(kStreamKernelMaxTokens == 8, "one instantiation per staged column count 1, 2, 4, 8");
-  switch (staged_columns(p.num_tokens)) {
-    case 1: return launch_stream<kChunks, 1, kSplitK>(p, num_sms, stream, order);
-    case 2: return launch_stream<kChunks, 2, kSplitK>(p, num_sms, stream, order);
-    case 4: return launch_stream<kChunks, 4, kSplitK>(p, num_sms, stream, order);
-    default: return launch_stream<kChunks, 8, kSplitK>(p, num_sms, stream, order);
-  }
-}
-
 template <bool kSplitK>
 Status launch_stream_split(const GemmParams& p, int num_sms, cudaStream_t stream, LaunchOrder order) {
-  return weight_streamer_chunks(p.epilogue == EpilogueKind::kSwiGLU, p.n, p.k, p.num_tokens, p.top_k,
+  return weight_streamer_chunks(p.epilogue == EpilogueKind::kSwiGLU, p.n, p.k, p.num_tokens, p.top_k, p.num_experts,
                                 p.stream_splits, num_sms) == 2
-             ? launch_stream_chunks<2, kSplitK>(p, num_sms, stream, order)
-             : launch_stream_chunks<1, kSplitK>(p, num_sms, stream, order);
-}
-
-Status launch_stream_for_columns(const GemmParams& p, int num_sms, cudaStream_t stream, LaunchOrder order) {
-  return p.stream_splits > 1 ? launch_stream_split<true>(p, num_sms, stream, order)
-                             : launch_stream_split<false>(p, num_sms, stream, order);
+             ? launch_stream<2, kSplitK>(p, num_sms, stream, order)
+             : launch_stream<1, kSplitK>(p, num_sms, stream, order);
 }
 
 }  // namespace
 
-size_t weight_streamer_staged_bytes(int64_t num_tokens, int64_t k) {
-  return size_t(staged_columns(int32_t(std::min<int64_t>(num_tokens, kStreamKernelMaxTokens)))) * size_t(k) * 2;
-}
-
 int32_t choose_stream_splits(int64_t num_tokens, int64_t k) {
+  (void)num_tokens;
   const int64_t k_blocks = k / 64;
-  if (const int64_t forced = forced_splits("NVFP4MOE_STREAM_SPLITS"))  // experiments only
+  if (const int64_t forced = forced_splits("NVFP4MOE_STREAM_SPLITS"))  // experiments and tests only
     return splits_without_empty(k_blocks, std::min<int64_t>({forced, kMaxStreamSplits, k_blocks}));
-  const auto fits = [&](int64_t splits, size_t budget) {
-    const int64_t split_k = (k_blocks + splits - 1) / splits * 64;
-    return weight_streamer_staged_bytes(num_tokens, split_k) + 2 * kStreamStageBytes <= budget;
-  };
-  if (fits(1, kStreamTwoCtaBytes)) return 1;
-  for (int64_t splits = 2; splits <= std::min<int64_t>(kMaxStreamSplits, k_blocks); ++splits)
-    if (fits(splits, kStreamTwoCtaBytes)) return splits_without_empty(k_blocks, splits);
   return 1;
 }
 
-int weight_streamer_stages(size_t staged_bytes, int64_t grid_ctas, int num_sms) {
-  const auto fits = [&](size_t budget) { return staged_bytes + 2 * kStreamStageBytes <= budget; };
-  size_t budget = kStreamOneCtaBytes;
-  if (grid_ctas > 2 * int64_t(num_sms) && fits(kStreamSmallCtaBytes)) budget = kStreamSmallCtaBytes;
-  else if (fits(kStreamTwoCtaBytes)) budget = kStreamTwoCtaBytes;
-  return int(std::min<size_t>(kMaxStages, (budget - std::min(budget, staged_bytes)) / kStreamStageBytes));
+int weight_streamer_stages(size_t stage_bytes, size_t staged_bytes, int64_t grid_ctas, int num_sms) {
+  const bool three_fit = staged_bytes + 4 * stage_bytes <= kStreamSmallCtaBytes;
+  const size_t budget = grid_ctas > 2 * int64_t(num_sms) && three_fit ? kStreamSmallCtaBytes : kStreamTwoCtaBytes;
+  return int(std::min<size_t>(kMaxStages, (budget - std::min(budget, staged_bytes)) / stage_bytes));
 }
 
 StreamerLaunchShape weight_streamer_launch_shape(int64_t n, int64_t k, int64_t num_tokens, int64_t top_k,
-                                                 int32_t chunks, int32_t splits, int num_sms) {
+                                                 int32_t chunks, int32_t splits, bool staged_f32_row, int num_sms) {
   StreamerLaunchShape shape;
   shape.ctas = weight_streamer_ctas(n, chunks, num_tokens, top_k) * splits;
   shape.split_blocks = (k / 64 + splits - 1) / splits;
-  shape.staged_bytes = weight_streamer_staged_bytes(num_tokens, shape.split_blocks * 64);
-  shape.stages = weight_streamer_stages(shape.staged_bytes, shape.ctas, num_sms);
+  shape.stage_bytes = weight_streamer_stage_bytes(chunks, staged_f32_row ? 0 : num_tokens);
+  shape.staged_bytes = staged_f32_row ? size_t(shape.split_blocks) * 128 : 0;
+  shape.stages = weight_streamer_stages(shape.stage_bytes, shape.staged_bytes, shape.ctas, num_sms);
   return shape;
 }
 
-bool streamer_overlap_pays(int64_t n, int64_t k, int64_t num_tokens, int64_t top_k, int num_sms) {
+bool streamer_overlap_pays(int64_t n, int64_t k, int64_t num_tokens, int64_t top_k, int64_t num_experts,
+                           int num_sms) {
   const int32_t splits = choose_stream_splits(num_tokens, k);
-  const int32_t chunks = weight_streamer_chunks(false, n, k, num_tokens, top_k, splits, num_sms);
-  const StreamerLaunchShape shape = weight_streamer_launch_shape(n, k, num_tokens, top_k, chunks, splits, num_sms);
+  const int32_t chunks = weight_streamer_chunks(false, n, k, num_tokens, top_k, num_experts, splits, num_sms);
+  const StreamerLaunchShape shape =
+      weight_streamer_launch_shape(n, k, num_tokens, top_k, chunks, splits, false, num_sms);
   if (shape.ctas > num_sms) return true;
   const size_t slab = size_t(chunks) * size_t(shape.split_blocks) * kSm90ChunkBytes;
-  return slab <= size_t(shape.stages) * kStreamStageBytes;
+  return slab <= size_t(shape.stages) * kStreamStageWeightBytes;
 }
 
 Status launch_weight_streamer(const GemmParams& p, int num_sms, cudaStream_t stream, LaunchOrder order) {
   const int64_t pairs = int64_t(p.num_tokens) * p.top_k;
-  if (p.num_tokens < 1 || p.num_tokens > kStreamKernelMaxTokens || pairs > kThreads ||
-      weight_streamer_staged_bytes(p.num_tokens, p.k) > kStreamMaxStagedBytes)
+  if (p.num_tokens < 1 || p.num_tokens > kStreamKernelMaxTokens || pairs > kThreads)
     return make_status(StatusCode::kInternal, "weight streamer called with T = ", p.num_tokens, ", k = ", p.top_k);
-  if (!p.ids || !p.status || (!p.x && !p.x_f32) || (p.x_f32 && p.num_tokens != 1) || p.k_splits != 1 ||
+  if (!p.ids || !p.status || (!p.x && !p.x_f32) || (p.x_f32 && !streamer_stages_f32_row(p.num_tokens, p.k)) ||
+      p.k_splits != 1 ||
       p.y_map == RowMap::kCompact || p.x_map == RowMap::kCompact)
     return make_status(StatusCode::kInternal, "weight streamer parameters are incomplete");
   if (p.epilogue == EpilogueKind::kSwiGLU && p.n % 128 != 0)
@@ -551,7 +560,8 @@ Status launch_weight_streamer(const GemmParams& p, int num_sms, cudaStream_t str
                                (k_blocks + p.stream_splits - 1) / p.stream_splits * (p.stream_splits - 1) >= k_blocks)))
     return make_status(StatusCode::kInternal, "weight streamer K split of ", p.stream_splits, " over ", k_blocks,
                        " K blocks without its workspace, or with an empty split");
-  return launch_stream_for_columns(p, num_sms, stream, order);
+  return p.stream_splits > 1 ? launch_stream_split<true>(p, num_sms, stream, order)
+                            : launch_stream_split<false>(p, num_sms, stream, order);
 }
 
 }  // namespace nvfp4moe::cuda

@@ -306,7 +306,7 @@ TEST_F(GpuMoeLayer, LightExpertsGiveTheBitsOfOneWideLaunch) {
 // before it ends and wait for its output inside. Several calls back to back,
 // each on fresh x and ids, must equal the same calls launched in plain stream
 // order (NVFP4MOE_SERIAL_LAUNCHES=1) bit for bit, directly and inside one
-// graph: a down kernel that staged h before gate_up wrote it would read the
+// graph: a down kernel that copied h before gate_up wrote it would read the
 // previous call's h. T = 1, 3 run the weight streamers, also with both
 // splitting K 3 ways (a split's counters must be back at zero for the next
 // call's); T = 40 runs the plan path, whose F32 x is converted beside the

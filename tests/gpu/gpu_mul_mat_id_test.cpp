@@ -386,8 +386,8 @@ TEST_F(GpuMulMatId, Bf16RowsStoredAcrossTilesOfPersistentCtas) {
 }
 
 // Around the weight streamer (T <= kStreamMaxTokens) and its hand-over to
-// the plan path: T = 1..kStreamMaxTokens + 2 with F32 and BF16 x (the streamer stages them by different
-// paths, with zero columns past an expert's rows), the largest k and E the
+// the plan path: T = 1..kStreamMaxTokens + 2 with F32 and BF16 x (F32
+// converted first, the streamer overlapping it), the largest k and E the
 // API allows, both x layouts and dtypes, and N % 128 == 64.
 TEST_F(GpuMulMatId, WeightStreamerShapes) {
   for (int64_t T = 1; T <= cuda::kStreamMaxTokens + 2; ++T)
@@ -404,16 +404,20 @@ TEST_F(GpuMulMatId, WeightStreamerShapes) {
 }
 
 // The streamer at T = 5-8 on qwen3's shapes, where the policy runs it:
-// eight staged columns, two-chunk CTAs at K = 768 (down, per-slot rows) and
-// at K = 2048 (gate_up: 384 or more two-chunk CTAs), F32 and BF16 x, every
-// output row checked.
+// five to eight activation rows per slot, two-chunk CTAs at K = 768 (down,
+// per-slot rows) and at K = 2048 (gate_up: 384 or more two-chunk CTAs), and
+// on a K of 14336 (mixtral's down; eight rows of the whole K, 229 KB, did
+// not fit shared memory before the ring carried them), F32 and BF16 x,
+// every output row checked.
 TEST_F(GpuMulMatId, WeightStreamerEightColumns) {
   ASSERT_TRUE(cuda::use_weight_streamer(8, 2048, 768));
   ASSERT_TRUE(cuda::use_weight_streamer(8, 1536, 2048));
+  ASSERT_TRUE(cuda::use_weight_streamer(8, 256, 14336));
   for (int64_t T : {5, 7, 8})
     for (DType xd : {DType::kF32, DType::kBF16}) {
       check_case({128, 2048, 768, T, 8, true, xd}, "qwen3-down");
       check_case({128, 1536, 2048, T, 8, false, xd}, "qwen3-gate_up");
+      check_case({8, 256, 14336, T, 2, T == 7, xd}, "long-K");
       if (HasFatalFailure()) return;
     }
 }
@@ -423,16 +427,16 @@ TEST_F(GpuMulMatId, WeightStreamerEightColumns) {
 // the F32 bound on the same inputs and each the same bits when launched
 // again. They are not the same bits as each other: one chunk deals a row's K
 // blocks to two warps and adds their sums, two chunks sum them in one warp.
-// N = 2048, K = 1536, k = 8 at T = 2 (256 two-chunk CTAs: the policy's one
+// E = 32, N = 2048, K = 1536, k = 8 at T = 2 (256 two-chunk CTAs: the policy's one
 // chunk on 132 SMs) and T = 3 (384: two), one row per token and per slot,
 // F32 and BF16 x.
 TEST_F(GpuMulMatId, WeightStreamerChunkFormsAreRightAndRepeatable) {
   ASSERT_TRUE(cuda::use_weight_streamer(3, 2048, 1536));
-  ASSERT_EQ(1, cuda::weight_streamer_chunks(false, 2048, 1536, 2, 8, 1, 132));
-  ASSERT_EQ(2, cuda::weight_streamer_chunks(false, 2048, 1536, 3, 8, 1, 132));
+  ASSERT_EQ(1, cuda::weight_streamer_chunks(false, 2048, 1536, 2, 8, 32, 1, 132));
+  ASSERT_EQ(2, cuda::weight_streamer_chunks(false, 2048, 1536, 3, 8, 32, 1, 132));
   for (int64_t T : {2, 3})
     for (DType xd : {DType::kF32, DType::kBF16}) {
-      const Case c{16, 2048, 1536, T, 8, T == 3, xd};
+      const Case c{32, 2048, 1536, T, 8, T == 3, xd};
       std::mt19937_64 rng(test_seed() + uint64_t(T));
       const ExpertWeights w = random_weights(rng, c.E, c.N, c.K);
       cuda::DeviceExpertWeights dw;
@@ -509,23 +513,24 @@ TEST_F(GpuMulMatId, RepeatedLaunchesGiveTheSameBits) {
   }
 }
 
-// The weight streamer's K split (choose_stream_splits): by the policy for a
-// mixtral-down-like shape (T = 4, K = 14336: 2 splits), and forced to 8
-// splits over 16 CTAs (E = 16, k = 4, N = 256, K = 4096 at T = 1) and to 3
-// for T = 3 per-slot rows. The last split of each (row block, expert) adds
-// the others' sums: outputs match the reference, agree across schedules
-// and runs, and stay right when launched again and replayed from a graph
-// with the output poisoned before each launch, so every launch's counters
-// start at zero.
+// The weight streamer's K split (forced: NVFP4MOE_STREAM_SPLITS, since the
+// policy never splits): 2 splits of a mixtral-down-like K (T = 4,
+// K = 14336) and of deepseek gate_up's (T = 6, K = 7168), 8 splits over 16
+// CTAs (E = 16, k = 4, N = 256, K = 4096 at T = 1) and 3 for T = 3 per-slot
+// rows. The last split of each (row block, expert) adds the others' sums:
+// outputs match the reference, agree across schedules and runs, and stay
+// right when launched again and replayed from a graph with the output
+// poisoned before each launch, so every launch's counters start at zero.
 TEST_F(GpuMulMatId, WeightStreamerKSplit) {
-  ASSERT_EQ(2, cuda::choose_stream_splits(4, 14336));
-  check_case({8, 256, 14336, 4, 2, true}, "stream-split-policy");
-  if (HasFatalFailure()) return;
-  // Eight staged columns in two K splits (deepseek gate_up's K at T = 5, 6).
-  ASSERT_EQ(2, cuda::choose_stream_splits(6, 7168));
-  ASSERT_TRUE(cuda::use_weight_streamer(6, 4096, 7168));
-  check_case({8, 256, 7168, 6, 2, false}, "stream-split-policy-T6");
-  if (HasFatalFailure()) return;
+  {
+    const ScopedEnv two("NVFP4MOE_STREAM_SPLITS", "2");
+    ASSERT_EQ(2, cuda::choose_stream_splits(4, 14336));
+    check_case({8, 256, 14336, 4, 2, true}, "stream-split-2");
+    if (HasFatalFailure()) return;
+    ASSERT_TRUE(cuda::use_weight_streamer(6, 4096, 7168));
+    check_case({8, 256, 7168, 6, 2, false}, "stream-split-2-T6");
+    if (HasFatalFailure()) return;
+  }
   {
     const ScopedEnv three("NVFP4MOE_STREAM_SPLITS", "3");
     check_case({16, 256, 1024, 3, 4, true}, "stream-split-3-T3");

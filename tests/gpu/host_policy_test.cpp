@@ -85,13 +85,6 @@ TEST(CudaHostPolicy, LightExpertsFromLargeBatchesOverManyExperts) {
   ASSERT_EQ(0, unsetenv("NVFP4MOE_EXPERT_CLASSES"));
 }
 
-// F32 activations: the streamer stages a single row itself and reads
-// converted BF16 rows from two tokens on (streamer_converts_f32).
-TEST(CudaHostPolicy, StreamerConvertsF32FromTwoTokens) {
-  EXPECT_FALSE(cuda::streamer_converts_f32(1));
-  for (int64_t T = 2; T <= cuda::kStreamKernelMaxTokens; ++T) EXPECT_TRUE(cuda::streamer_converts_f32(T)) << T;
-}
-
 // The plan kernel's geometry, computed on the host: the worked example of
 // plan_grid_ctas (T = 2048, k = 8, E = 128: 32 CTAs of 16 chunks, one chunk
 // per warp), then for other shapes the CTAs' and warps' ranges cover every
@@ -183,21 +176,11 @@ TEST(CudaHostPolicy, ForcedKSplitsLeaveNoEmptySplit) {
   }
 }
 
-// The streamer splits K only where the staged rows of the whole K would
-// leave an SM to one CTA (launch.hpp's worked example), and, forced, leaves
-// no empty split.
-TEST(CudaHostPolicy, StreamSplitsFollowTheWorkedExample) {
-  EXPECT_EQ(2, cuda::choose_stream_splits(4, 14336));  // mixtral down, T = 3, 4
-  EXPECT_EQ(2, cuda::choose_stream_splits(3, 14336));
-  EXPECT_EQ(1, cuda::choose_stream_splits(2, 14336));
-  EXPECT_EQ(1, cuda::choose_stream_splits(1, 14336));
-  EXPECT_EQ(1, cuda::choose_stream_splits(4, 7168));  // deepseek gate_up
-  EXPECT_EQ(1, cuda::choose_stream_splits(4, 2048));
-  // Context::reserve sizes the workspace by the count at K = max_cols.
+// The streamer never splits K by itself (launch.hpp); forced, it leaves no
+// empty split and no more than kMaxStreamSplits.
+TEST(CudaHostPolicy, StreamSplitsOnlyWhenForced) {
   for (int64_t T = 1; T <= cuda::kStreamMaxTokens; ++T)
-    for (int64_t kb = 2; kb <= 400; ++kb)
-      EXPECT_LE(cuda::choose_stream_splits(T, (kb - 1) * 64), cuda::choose_stream_splits(T, kb * 64))
-          << "T " << T << ", K blocks " << kb;
+    for (int64_t k : {64, 768, 2048, 7168, 14336, 1 << 20}) EXPECT_EQ(1, cuda::choose_stream_splits(T, k)) << T;
   for (int forced = 2; forced <= cuda::kMaxStreamSplits + 2; ++forced) {
     ASSERT_EQ(0, setenv("NVFP4MOE_STREAM_SPLITS", std::to_string(forced).c_str(), 1));
     for (int64_t kb = 1; kb <= 64; ++kb) {
@@ -212,92 +195,127 @@ TEST(CudaHostPolicy, StreamSplitsFollowTheWorkedExample) {
   ASSERT_EQ(0, unsetenv("NVFP4MOE_STREAM_SPLITS"));
 }
 
-// The streamer takes T <= kStreamAnyExpertMaxTokens (6), and up to
-// kStreamMaxTokens for experts of at most kStreamSmallExpertElems weights,
-// while its staged activation rows fit: mixtral's down (K = 14336) at T = 4
-// (114 KB) still does, at T = 5 (eight staged columns, 229 KB) not. The
-// layer streams where both its GEMMs do.
-TEST(CudaHostPolicy, WeightStreamerCutFollowsTokensExpertSizeAndStagedBytes) {
+// The streamer takes T <= kStreamAnyExpertMaxTokens, and up to
+// kStreamMaxTokens for experts of at most kStreamSmallExpertElems weights;
+// no K is too long for it (its ring carries the activation rows). The layer
+// streams where both its GEMMs do.
+TEST(CudaHostPolicy, WeightStreamerCutFollowsTokensAndExpertSize) {
   EXPECT_TRUE(cuda::use_weight_streamer(1, 1536, 2048));
-  EXPECT_TRUE(cuda::use_weight_streamer(4, 4096, 14336));       // mixtral down
-  EXPECT_FALSE(cuda::use_weight_streamer(5, 4096, 14336));
-  EXPECT_TRUE(cuda::use_weight_streamer(8, 1536, 2048));        // qwen3 gate_up
-  EXPECT_TRUE(cuda::use_weight_streamer(8, 2048, 768));         // qwen3 down
-  EXPECT_TRUE(cuda::use_weight_streamer(6, 2880, 2880));        // gpt-oss down
-  EXPECT_FALSE(cuda::use_weight_streamer(7, 2880, 2880));
-  EXPECT_TRUE(cuda::use_weight_streamer(6, 4096, 7168));         // deepseek gate_up
+  EXPECT_TRUE(cuda::use_weight_streamer(cuda::kStreamAnyExpertMaxTokens, 4096, 14336));  // mixtral down
+  EXPECT_EQ(cuda::kStreamAnyExpertMaxTokens >= 8, cuda::use_weight_streamer(8, 4096, 14336));
+  EXPECT_TRUE(cuda::use_weight_streamer(8, 1536, 2048));  // qwen3 gate_up
+  EXPECT_TRUE(cuda::use_weight_streamer(8, 2048, 768));   // qwen3 down
+  EXPECT_TRUE(cuda::use_weight_streamer(cuda::kStreamAnyExpertMaxTokens, 2880, 2880));  // gpt-oss down
+  EXPECT_EQ(cuda::kStreamAnyExpertMaxTokens >= 7, cuda::use_weight_streamer(7, 2880, 2880));
+  EXPECT_TRUE(cuda::use_weight_streamer(cuda::kStreamAnyExpertMaxTokens, 4096, 7168));  // deepseek gate_up
   EXPECT_FALSE(cuda::use_weight_streamer(cuda::kStreamMaxTokens + 1, 256, 512));
   EXPECT_FALSE(cuda::use_weight_streamer(0, 256, 512));
-  EXPECT_FALSE(cuda::use_weight_streamer(1, 64, int64_t(cuda::kStreamMaxStagedBytes)));  // one row of 2x the budget
-  EXPECT_TRUE(cuda::layer_uses_weight_streamer(8, 2048, 768));   // qwen3
-  EXPECT_FALSE(cuda::layer_uses_weight_streamer(8, 7168, 2048));  // deepseek
-  EXPECT_TRUE(cuda::layer_uses_weight_streamer(6, 7168, 2048));
-  EXPECT_FALSE(cuda::layer_uses_weight_streamer(2, 4096, 1 << 20));  // down's staged rows too large
+  EXPECT_TRUE(cuda::use_weight_streamer(1, 64, 1 << 20));  // a K of a million
+  EXPECT_TRUE(cuda::layer_uses_weight_streamer(8, 2048, 768));  // qwen3
+  EXPECT_EQ(cuda::kStreamAnyExpertMaxTokens >= 8, cuda::layer_uses_weight_streamer(8, 7168, 2048));  // deepseek
+  EXPECT_TRUE(cuda::layer_uses_weight_streamer(cuda::kStreamAnyExpertMaxTokens, 7168, 2048));
+  EXPECT_TRUE(cuda::layer_uses_weight_streamer(2, 4096, 1 << 20));
   EXPECT_LE(cuda::kStreamAnyExpertMaxTokens, cuda::kStreamMaxTokens);
   EXPECT_LE(cuda::kStreamMaxTokens, cuda::kStreamKernelMaxTokens);
 }
 
-TEST(CudaHostPolicy, WeightStreamerRingFitsItsBudget) {
-  const size_t stage = cuda::kStreamStageBytes;
-  // A grid of more than two CTAs per SM gets the three-per-SM ring.
-  const size_t qwen_rows = cuda::weight_streamer_staged_bytes(1, 2048);  // 4 KB
-  EXPECT_EQ(int((cuda::kStreamSmallCtaBytes - qwen_rows) / stage),
-            cuda::weight_streamer_stages(qwen_rows, 24 * 8, 64));
-  // A grid of at most two CTAs per SM gets the deeper ring: 8 stages.
-  EXPECT_EQ(8, cuda::weight_streamer_stages(qwen_rows, 180, 132));
-  // mixtral down at T = 2 (57 KB of rows) does not fit three per SM: two.
-  const size_t mixtral_rows = cuda::weight_streamer_staged_bytes(2, 14336);
-  EXPECT_EQ(int((cuda::kStreamTwoCtaBytes - mixtral_rows) / stage),
-            cuda::weight_streamer_stages(mixtral_rows, 1000, 132));
-  // The largest staged rows still leave 4 stages on one CTA per SM.
-  EXPECT_EQ(4, cuda::weight_streamer_stages(cuda::kStreamMaxStagedBytes, 1000, 132));
-  for (size_t rows = 0; rows <= cuda::kStreamMaxStagedBytes; rows += 4096)
-    for (int64_t grid : {1, 264, 10000}) {
-      const int s = cuda::weight_streamer_stages(rows, grid, 132);
-      EXPECT_GE(s, 2) << rows;
-      EXPECT_LE(s, 8) << rows;
-      EXPECT_LE(rows + size_t(s) * stage, cuda::kStreamOneCtaBytes) << rows;
+// A single F32 row is staged by the streamer (T = 1, where it leaves four
+// weight slots in kStreamTwoCtaBytes: K <= 30720), slots then of weights
+// only; the row comes out of the three-per-SM budget where it fits, else
+// out of the two-per-SM one. Mixtral's down (K = 14336, 28 KB) at T = 1:
+// 128 CTAs, 7 stages.
+TEST(CudaHostPolicy, StreamerStagesASingleF32Row) {
+  EXPECT_TRUE(cuda::streamer_stages_f32_row(1, 2048));
+  EXPECT_TRUE(cuda::streamer_stages_f32_row(1, 30720));
+  EXPECT_FALSE(cuda::streamer_stages_f32_row(1, 30784));
+  for (int64_t T = 2; T <= cuda::kStreamKernelMaxTokens; ++T) EXPECT_FALSE(cuda::streamer_stages_f32_row(T, 2048));
+  const cuda::StreamerLaunchShape mixtral_down = cuda::weight_streamer_launch_shape(4096, 14336, 1, 2, 1, 1, true, 132);
+  EXPECT_EQ(size_t(9216), mixtral_down.stage_bytes);
+  EXPECT_EQ(size_t(28672), mixtral_down.staged_bytes);
+  EXPECT_EQ(7, mixtral_down.stages);
+  // qwen3 gate_up (K = 2048, 4 KB) in 1000 CTAs: three per SM, 6 stages.
+  EXPECT_EQ(6, cuda::weight_streamer_stages(9216, 4096, 1000, 132));
+  for (int64_t kb = 1; kb <= 480; ++kb) {
+    const size_t row = size_t(kb) * 128;
+    for (int64_t grid : {1, 1000}) {
+      const int s = cuda::weight_streamer_stages(9216, row, grid, 132);
+      EXPECT_GE(s, 4) << kb;
+      EXPECT_LE(row + size_t(s) * 9216, cuda::kStreamTwoCtaBytes) << kb;
     }
+  }
+}
+
+// A ring slot is a stage's weights and one activation row per token (up to
+// kStreamKernelMaxTokens) at a pitch of the stage's K and 16 bytes, in
+// whole 128 bytes; a grid of more than two CTAs per SM gets as many slots as
+// fit in kStreamSmallCtaBytes (three CTAs share an SM), a smaller one as
+// many as fit in kStreamTwoCtaBytes, at most 8 and never fewer than 4.
+TEST(CudaHostPolicy, WeightStreamerRingFitsItsBudget) {
+  EXPECT_EQ(size_t(528), cuda::weight_streamer_x_pitch(1));  // 4 K blocks of BF16 + 16
+  EXPECT_EQ(size_t(272), cuda::weight_streamer_x_pitch(2));  // 2 K blocks
+  EXPECT_EQ(size_t(9216 + 640), cuda::weight_streamer_stage_bytes(1, 1));
+  EXPECT_EQ(size_t(9216 + 8 * 528), cuda::weight_streamer_stage_bytes(1, 8));  // 13440: whole 128 B
+  EXPECT_EQ(cuda::weight_streamer_stage_bytes(1, 8), cuda::weight_streamer_stage_bytes(1, 100));
+  EXPECT_EQ(size_t(10112), cuda::weight_streamer_stage_bytes(2, 3));  // 9216 + 3 x 272 = 10032
+  EXPECT_EQ(6, cuda::weight_streamer_stages(cuda::weight_streamer_stage_bytes(1, 1), 0, 1000, 132));
+  EXPECT_EQ(8, cuda::weight_streamer_stages(cuda::weight_streamer_stage_bytes(1, 1), 0, 264, 132));
+  EXPECT_EQ(4, cuda::weight_streamer_stages(cuda::weight_streamer_stage_bytes(1, 8), 0, 1000, 132));
+  EXPECT_EQ(7, cuda::weight_streamer_stages(cuda::weight_streamer_stage_bytes(1, 8), 0, 100, 132));
+  for (int32_t chunks : {1, 2})
+    for (int64_t T = 1; T <= cuda::kStreamKernelMaxTokens; ++T)
+      for (int64_t grid : {1, 264, 265, 10000}) {
+        const size_t slot = cuda::weight_streamer_stage_bytes(chunks, T);
+        const int s = cuda::weight_streamer_stages(slot, 0, grid, 132);
+        EXPECT_EQ(size_t(0), slot % 128);
+        EXPECT_GE(slot, cuda::kStreamStageWeightBytes + size_t(T) * cuda::weight_streamer_x_pitch(chunks));
+        EXPECT_GE(s, 4) << chunks << " chunks, T " << T;
+        EXPECT_LE(s, 8);
+        EXPECT_LE(size_t(s) * slot, grid > 264 ? cuda::kStreamSmallCtaBytes : cuda::kStreamTwoCtaBytes);
+      }
 }
 
 // Two chunks per streamer CTA for SwiGLU and, with N in whole 128-row
 // blocks, for K <= 1024 (qwen3 down, K = 768) or from T = 2 where the
-// two-chunk grid has two CTAs per SM (H200, 132 SMs: 264), else one. The
+// two-chunk CTAs that can work (row blocks x min(E, T * k)) are two per SM
+// (H200, 132 SMs: 264), else one. The
 // layer's down streamer
 // overlaps gate_up with more CTAs than SMs, or where each
 // CTA's slab fits its ring: gpt-oss down (2880 rows, k = 4) at T = 1 (180
 // CTAs) and qwen3 down at T = 1 (128 CTAs of 55 KB) and T = 2 do; mixtral
 // down at T = 1 (128 CTAs of 516 KB) does not, at T = 2 it does.
 TEST(CudaHostPolicy, StreamerChunksAndOverlap) {
-  const auto chunks = [](bool swiglu, int64_t n, int64_t k, int64_t T, int64_t top_k) {
-    return cuda::weight_streamer_chunks(swiglu, n, k, T, top_k, cuda::choose_stream_splits(T, k), 132);
+  const auto chunks = [](bool swiglu, int64_t n, int64_t k, int64_t T, int64_t top_k, int64_t E) {
+    return cuda::weight_streamer_chunks(swiglu, n, k, T, top_k, E, cuda::choose_stream_splits(T, k), 132);
   };
-  EXPECT_EQ(2, chunks(false, 2048, 768, 1, 8));    // qwen3 down
-  EXPECT_EQ(2, chunks(true, 1536, 2048, 1, 8));    // qwen3 gate_up: gate/up row pairs
-  EXPECT_EQ(1, chunks(false, 1536, 2048, 2, 8));   // qwen3 gate_up without SwiGLU: 192 two-chunk CTAs
-  EXPECT_EQ(2, chunks(false, 1536, 2048, 3, 8));   // ... 288
-  EXPECT_EQ(1, chunks(false, 7168, 2048, 1, 8));   // deepseek down: one token
-  EXPECT_EQ(2, chunks(false, 7168, 2048, 2, 8));   // ... 896 two-chunk CTAs
-  EXPECT_EQ(2, chunks(false, 5760, 2880, 2, 4));   // gpt-oss gate_up: 360
-  EXPECT_EQ(1, chunks(false, 2880, 2880, 8, 4));   // gpt-oss down: N not in 128-row blocks
-  EXPECT_EQ(1, chunks(false, 4096, 14336, 2, 2));  // mixtral down: 128
-  EXPECT_EQ(2, chunks(false, 4096, 14336, 3, 2));  // ... 192 in 2 K splits: 384
-  EXPECT_EQ(1, chunks(false, 192, 128, 1, 8));     // N not in 128-row blocks
+  EXPECT_EQ(2, chunks(false, 2048, 768, 1, 8, 128));    // qwen3 down
+  EXPECT_EQ(2, chunks(true, 1536, 2048, 1, 8, 128));    // qwen3 gate_up: gate/up row pairs
+  EXPECT_EQ(1, chunks(false, 1536, 2048, 2, 8, 128));   // qwen3 gate_up without SwiGLU: 192 two-chunk CTAs
+  EXPECT_EQ(2, chunks(false, 1536, 2048, 3, 8, 128));   // ... 288
+  EXPECT_EQ(1, chunks(false, 1536, 2048, 3, 8, 21));    // ... at most 21 experts: 252
+  EXPECT_EQ(1, chunks(false, 7168, 2048, 1, 8, 256));   // deepseek down: one token
+  EXPECT_EQ(2, chunks(false, 7168, 2048, 2, 8, 256));   // ... 896 two-chunk CTAs
+  EXPECT_EQ(2, chunks(false, 5760, 2880, 2, 4, 32));    // gpt-oss gate_up: 360
+  EXPECT_EQ(1, chunks(false, 2880, 2880, 8, 4, 32));    // gpt-oss down: N not in 128-row blocks
+  EXPECT_EQ(1, chunks(false, 4096, 14336, 2, 2, 8));    // mixtral down: 128
+  EXPECT_EQ(1, chunks(false, 4096, 14336, 3, 2, 8));    // ... 192
+  EXPECT_EQ(1, chunks(false, 4096, 14336, 8, 2, 8));    // ... 8 experts at most: 256 (the grid: 512)
+  EXPECT_EQ(2, chunks(false, 28672, 4096, 8, 2, 8));    // mixtral gate_up without SwiGLU: 1792
+  EXPECT_EQ(1, chunks(false, 192, 128, 1, 8, 64));      // N not in 128-row blocks
   EXPECT_EQ(128, cuda::weight_streamer_ctas(2048, 2, 1, 8));
   EXPECT_EQ(96, cuda::weight_streamer_ctas(1536, 2, 1, 8));
   EXPECT_EQ(180, cuda::weight_streamer_ctas(2880, 1, 1, 4));
-  // qwen3 down at T = 1: 128 CTAs of 12 K blocks, 1.5 KB of staged rows, 8
-  // stages (74 KB) for a 55 KB slab.
-  const cuda::StreamerLaunchShape qwen3_down = cuda::weight_streamer_launch_shape(2048, 768, 1, 8, 2, 1, 132);
+  // qwen3 down at T = 1: 128 CTAs of 12 K blocks, slots of 9.4 KB, 8 stages
+  // (74 KB of weights) for a 55 KB slab.
+  const cuda::StreamerLaunchShape qwen3_down = cuda::weight_streamer_launch_shape(2048, 768, 1, 8, 2, 1, false, 132);
   EXPECT_EQ(128, qwen3_down.ctas);
   EXPECT_EQ(12, qwen3_down.split_blocks);
-  EXPECT_EQ(size_t(1536), qwen3_down.staged_bytes);
+  EXPECT_EQ(size_t(9600), qwen3_down.stage_bytes);
   EXPECT_EQ(8, qwen3_down.stages);
-  EXPECT_TRUE(cuda::streamer_overlap_pays(2048, 768, 1, 8, 132));
-  EXPECT_TRUE(cuda::streamer_overlap_pays(2048, 768, 2, 8, 132));
-  EXPECT_TRUE(cuda::streamer_overlap_pays(2880, 2880, 1, 4, 132));
-  EXPECT_FALSE(cuda::streamer_overlap_pays(4096, 14336, 1, 2, 132));
-  EXPECT_TRUE(cuda::streamer_overlap_pays(4096, 14336, 2, 2, 132));
+  EXPECT_TRUE(cuda::streamer_overlap_pays(2048, 768, 1, 8, 128, 132));
+  EXPECT_TRUE(cuda::streamer_overlap_pays(2048, 768, 2, 8, 128, 132));
+  EXPECT_TRUE(cuda::streamer_overlap_pays(2880, 2880, 1, 4, 32, 132));
+  EXPECT_FALSE(cuda::streamer_overlap_pays(4096, 14336, 1, 2, 8, 132));
+  EXPECT_TRUE(cuda::streamer_overlap_pays(4096, 14336, 2, 2, 8, 132));
 }
 
 // The compact grid's worked examples (launch.hpp), and the bound itself.
