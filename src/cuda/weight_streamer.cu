@@ -94,8 +94,7 @@ struct StreamShared {
   int32_t reduces;     // this CTA finished its (row block, expert) last: it adds the splits
   uint32_t scale_mul;  // kScaleCodeMul
   uint64_t full[kMaxStages];
-  uint64_t empty[kMaxStages];    // the slot's weights are read
-  uint64_t x_empty[kMaxStages];  // its activation rows are read
+  uint64_t empty[kMaxStages];  // the slot's weights and activation rows are read
 };
 
 // The activation or output row of a pair (the streamer has no sorted order).
@@ -135,11 +134,11 @@ __device__ __forceinline__ void stage_f32_row(const GemmParams& p, int32_t pair,
 // Producer warp: stage after stage into the ring, k_blocks K blocks from w0
 // in each of the CTA's chunks (chunk_stride K blocks apart), and of each of
 // the expert's x_rows activation rows from x_row (none where the consumers
-// staged a single F32 row themselves). Lane 0 copies the weights once the
-// consumers have read the slot's last ones (empty) and posts every byte of
-// the stage, before (__syncwarp) lane n < x_rows copies row n (x_row: its
-// first K position) once they have read the slot's last rows (x_empty), so
-// that no copy completes on a barrier that does not expect it yet.
+// staged a single F32 row themselves). Once the consumers have read the
+// slot (empty), lane 0 copies the weights and posts every byte of the
+// stage, before (__syncwarp) lane n < x_rows copies row n (x_row: its first
+// K position), so that no copy completes on a barrier that does not expect
+// it yet.
 // waits_for_x: the rows are the previous kernel's output.
 template <int kChunks>
 __device__ void stream_stages(StreamShared<kChunks>& s, uint8_t* ring, int num_stages, uint32_t stage_bytes,
@@ -195,17 +194,11 @@ __device__ void stream_stages(StreamShared<kChunks>& s, uint8_t* ring, int num_s
     // first two warps, whose fragments open the slot that the refill writes
     // first (GpuMulMatId.RepeatedLaunchesGiveTheSameBits,
     // bench/results/2026-12-01-h200-356172a-ring-refill-fence-repeat.json).
-    if (lane == 0) {
-      ptx::mbarrier_wait_parity(&s.empty[slot], ps.phase ^ 1u);
-      ptx::fence_proxy_async_shared();
-      weights(it, slot);
-    }
+    ptx::mbarrier_wait_parity(&s.empty[slot], ps.phase ^ 1u);
+    ptx::fence_proxy_async_shared();
+    if (lane == 0) weights(it, slot);
     __syncwarp(workers);
-    if (copies_row) {
-      ptx::mbarrier_wait_parity(&s.x_empty[slot], ps.phase ^ 1u);
-      ptx::fence_proxy_async_shared();
-      x(it, slot);
-    }
+    x(it, slot);
   }
 }
 
@@ -232,7 +225,6 @@ __global__ void __launch_bounds__(kAllThreads, 3) weight_stream_kernel(const __g
     for (int i = 0; i < num_stages; ++i) {
       ptx::mbarrier_init(&s.full[i], 1);
       ptx::mbarrier_init(&s.empty[i], kThreads);
-      ptx::mbarrier_init(&s.x_empty[i], kThreads);
     }
     ptx::fence_mbarrier_init();
   }
@@ -352,7 +344,6 @@ __global__ void __launch_bounds__(kAllThreads, 3) weight_stream_kernel(const __g
   uint32_t codes_at = ptx::smem_addr(f0.codes), scales_at = ptx::smem_addr(f0.scales);
   uint32_t full_at = ptx::smem_addr(&s.full[0]);
   const uint32_t empty_from_full = ptx::smem_addr(&s.empty[0]) - full_at;
-  const uint32_t x_empty_from_full = ptx::smem_addr(&s.x_empty[0]) - full_at;
   const uint32_t ring_back = uint32_t(num_stages - 1) * stage_bytes;
   // ldmatrix rows: lane 8m + j passes row j (a token; past the expert's rows
   // its first row again, whose output columns are never stored) at k offset
@@ -369,8 +360,8 @@ __global__ void __launch_bounds__(kAllThreads, 3) weight_stream_kernel(const __g
   float acc[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
   const uint32_t scale_mul = s.scale_mul;  // dequant.cuh: kept in a register through the loop
   PipelineState ps;
-  // One stage: wait, load this warp's two fragments, release, then dequantize
-  // and multiply them. kLast: the stage may hold fewer than kStageBlocks K
+  // One stage: wait, load this warp's two fragments and their B fragments,
+  // release, then dequantize and multiply them. kLast: the stage may hold fewer than kStageBlocks K
   // blocks (an odd K's end), so each fragment is checked against k_blocks;
   // the full stages run without those checks.
   const auto stage = [&](auto last) {
@@ -378,36 +369,42 @@ __global__ void __launch_bounds__(kAllThreads, 3) weight_stream_kernel(const __g
     ptx::mbarrier_wait_parity(full_at, ps.phase);
     uint4 codes[2];
     uint2 scales[2];
+    uint4 b[2][2];  // two k16 steps' B fragments per ldmatrix
 #pragma unroll
     for (int u = 0; u < 2; ++u) {
       codes[u] = ptx::ld_shared_v4(codes_at + u * kWarpsK * kSm90ChunkBytes);
       scales[u] = ptx::ld_shared_v2(scales_at + u * kWarpsK * kSm90ChunkBytes);
+      if (!kLast || kb + u * kWarpsK < k_blocks) {
+        // NOTES: one LDS.64 per step (16b204b) was 4 more of a stage's ~158
+        // instructions; two steps per LDS.128 ran decode 1.025x geomean
+        // (H200 A/B, bench/results/2026-12-03-h200-ab-streamer-b-pairs-and-stage-pairs.json).
+#pragma unroll
+        for (int pair = 0; pair < 2; ++pair) b[u][pair] = ptx::ldmatrix_x4(x_at + u * kWarpsK * 128 + pair * 64);
+      }
     }
-    // Every thread releases the slot's weights after its own loads, as in
-    // the GEMM mainloop (nvfp4_grouped_gemm.cuh says why, and what it
-    // costs), and its activation rows after the last ldmatrix of the stage.
-    // NOTES: with one release after every load, ptxas moved it behind the
-    // first fragment's mma, where it had sunk the second's ldmatrix.
+    // Every thread releases the slot after its own loads, as in the GEMM
+    // mainloop (nvfp4_grouped_gemm.cuh says why, and what it costs), so that
+    // the refill of weights and rows waits for no mma.
+    // NOTES: with the rows released by a second barrier after the stage's
+    // mma (53d76d2), their refill waited for the compute: T = 1-4 ran
+    // 0.92-0.99x of the staged rows before it, deepseek's gate_up T = 1
+    // 0.84x (bench/results/2026-12-03-h200-ab-ring-x-producer-fixes.json).
+    // Releasing after the weight loads alone let the refill overwrite rows
+    // still to be read (4 GPU tests failed). With one release after every
+    // load, ptxas moved it behind the first fragment's mma.
     ptx::mbarrier_arrive(full_at + empty_from_full);
 #pragma unroll
     for (int u = 0; u < 2; ++u) {
       if (!kLast || kb + u * kWarpsK < k_blocks) {
         uint32_t a[4][4];
         dequant_fragment(codes[u], scales[u], scale_mul, a);
-        const uint32_t xk = x_at + u * kWarpsK * 128;
-        // Two k16 steps' B fragments per load. NOTES: one LDS.64 per step
-        // (16b204b) was 4 more of a stage's ~158 instructions; two steps per
-        // LDS.128 ran decode 1.025x geomean (H200 A/B,
-        // bench/results/2026-12-03-h200-ab-streamer-b-pairs-and-stage-pairs.json).
 #pragma unroll
-        for (int step = 0; step < 4; step += 2) {
-          const uint4 b = ptx::ldmatrix_x4(xk + step * 32);
-          ptx::mma_m16n8k16_bf16(acc[0], a[step], b.x, b.y);
-          ptx::mma_m16n8k16_bf16(acc[1], a[step + 1], b.z, b.w);
+        for (int pair = 0; pair < 2; ++pair) {
+          ptx::mma_m16n8k16_bf16(acc[0], a[2 * pair], b[u][pair].x, b[u][pair].y);
+          ptx::mma_m16n8k16_bf16(acc[1], a[2 * pair + 1], b[u][pair].z, b[u][pair].w);
         }
       }
     }
-    ptx::mbarrier_arrive(full_at + x_empty_from_full);
     const bool wrap = ps.stage == num_stages - 1;
     ps.advance(num_stages);
     codes_at = wrap ? codes_at - ring_back : codes_at + stage_bytes;
