@@ -216,21 +216,38 @@ inline constexpr size_t weight_streamer_stage_bytes(int32_t chunks, int64_t num_
   const int64_t rows = num_tokens < kStreamKernelMaxTokens ? num_tokens : kStreamKernelMaxTokens;
   return (kStreamStageWeightBytes + size_t(rows) * weight_streamer_x_pitch(chunks) + 127) / 128 * 128;
 }
-// Beside the ring, a single F32 row staged as BF16 (staged_bytes; see
-// streamer_stages_f32_row) comes out of the same budget.
+// Beside the ring, rows staged whole (staged_bytes; see
+// streamer_staged_rows) come out of the same budget.
 int weight_streamer_stages(size_t stage_bytes, size_t staged_bytes, int64_t grid_ctas, int num_sms);
-// F32 activations of a streamer: at T = 1 its consumers round the one row
-// to BF16 into shared memory themselves before their K loop (every load in
-// flight at once), where that row leaves four ring slots in
-// kStreamTwoCtaBytes; otherwise a conversion kernel writes BF16 rows first
-// and the streamer overlaps it. NOTES: H200 A/B (bench/results/
-// 2026-12-03-h200-ab-streamer-ring-x.json): with the conversion kernel at
-// T = 1 too, F32 x ran 0.83-0.97x of the staged row (qwen3 layer 15.4 ->
-// 18.5 us in a graph, gpt-oss gate_up 15.6 -> 18.7 us); from T = 2 the
+// Bytes between staged rows of k_blocks K blocks: BF16 and 16 more, for
+// the same banks as weight_streamer_x_pitch.
+inline constexpr size_t weight_streamer_staged_pitch(int64_t k_blocks) { return size_t(k_blocks) * 128 + 16; }
+// The activation rows a streamer stages whole in shared memory before its
+// K loop instead of carrying them in its ring (0: the ring carries them),
+// where they leave four ring slots in kStreamTwoCtaBytes: BF16 up to
+// kStreamStagedMaxTokens rows, copied by the producer with the first
+// stage's weights; one F32 row (T = 1), which the consumers round to BF16
+// themselves (every load in flight at once); more F32 rows are converted
+// by a kernel first, which the streamer overlaps. NOTES: H200 A/B
+// (bench/results/2026-12-03-h200-ab-ring-x-producer-fixes.json): with the
+// rows in the ring at every T, T = 1-4 ran 0.92-0.99x of the staged rows
+// before it (deepseek gate_up T = 1 0.84x), T = 8 on large experts
+// 1.13-1.23x. F32: with the conversion kernel at T = 1 too, F32 x ran
+// 0.83-0.97x of the staged row (qwen3 layer 15.4 -> 18.5 us in a graph,
+// bench/results/2026-12-03-h200-ab-streamer-ring-x.json); from T = 2 the
 // conversion had already won (a1a520d, bench/results/
 // 2026-12-01-h200-ab-f32-convert-before-streamer.json: 1.01-1.03x geomean).
+inline constexpr int64_t kStreamStagedMaxTokens = 4;
+inline int64_t streamer_staged_rows(int64_t num_tokens, int64_t k, bool x_f32) {
+  const int64_t max_rows = x_f32 ? 1 : kStreamStagedMaxTokens;
+  const bool fits = size_t(num_tokens) * weight_streamer_staged_pitch(k / 64) +
+                        4 * weight_streamer_stage_bytes(1, 0) <=
+                    kStreamTwoCtaBytes;
+  return num_tokens >= 1 && num_tokens <= max_rows && fits ? num_tokens : 0;
+}
+// F32 activations the streamer takes as they are (streamer_staged_rows).
 inline bool streamer_stages_f32_row(int64_t num_tokens, int64_t k) {
-  return num_tokens == 1 && size_t(k) * 2 + 4 * weight_streamer_stage_bytes(1, 0) <= kStreamTwoCtaBytes;
+  return streamer_staged_rows(num_tokens, k, true) == 1;
 }
 // MUL_MAT_ID of n x k experts over T tokens.
 inline bool use_weight_streamer(int64_t num_tokens, int64_t n, int64_t k) {
@@ -317,14 +334,15 @@ int32_t choose_stream_splits(int64_t num_tokens, int64_t k);
 bool streamer_overlap_pays(int64_t n, int64_t k, int64_t num_tokens, int64_t top_k, int64_t num_experts, int num_sms);
 // A streamer launch's shape, as launch_weight_streamer sizes it: its CTAs,
 // the K blocks of each split, its ring's slot size and stages, and the
-// bytes of a staged F32 row (staged_f32_row: the slots then hold no rows).
+// staged rows' pitch and bytes (staged_rows of the split's K, from
+// streamer_staged_rows: the slots then hold no rows).
 struct StreamerLaunchShape {
   int64_t ctas = 0, split_blocks = 0;
-  size_t stage_bytes = 0, staged_bytes = 0;
+  size_t stage_bytes = 0, staged_pitch = 0, staged_bytes = 0;
   int stages = 0;
 };
 StreamerLaunchShape weight_streamer_launch_shape(int64_t n, int64_t k, int64_t num_tokens, int64_t top_k,
-                                                 int32_t chunks, int32_t splits, bool staged_f32_row, int num_sms);
+                                                 int32_t chunks, int32_t splits, int64_t staged_rows, int num_sms);
 // With kOverlapPrevious the streamer reads the ids and router weights,
 // checks them and streams its weights before it waits for the previous
 // kernel; it waits before it stages the activations and before any write

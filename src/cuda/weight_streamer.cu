@@ -11,9 +11,11 @@
 // Warps: one producer warp streams the CTA's weights (its kChunks 64-row
 // chunks are contiguous along K in the sm90 layout) and the expert's
 // activation rows over the same K into a ring of shared memory stages with
-// 1-D bulk copies (launch.hpp sizes the ring); the consumers read the rows
-// as mma B fragments with ldmatrix (lanes past an expert's rows read its
-// first row again: their output columns are never stored).
+// 1-D bulk copies (launch.hpp sizes the ring), or, for a few rows that fit
+// (streamer_staged_rows), copies the rows whole once after the ring with
+// the first stage's weights; the consumers read the rows as mma B fragments
+// with ldmatrix (lanes past an expert's rows read its first row again:
+// their output columns are never stored).
 // NOTES: the first versions loaded the fragments into registers (~37 KB in
 // flight per SM). The ring alone did not make it faster (bytes in flight
 // were not the limit, launch.hpp), but it leaves each thread at 60
@@ -134,16 +136,17 @@ __device__ __forceinline__ void stage_f32_row(const GemmParams& p, int32_t pair,
 // Producer warp: stage after stage into the ring, k_blocks K blocks from w0
 // in each of the CTA's chunks (chunk_stride K blocks apart), and of each of
 // the expert's x_rows activation rows from x_row (none where the consumers
-// staged a single F32 row themselves). Once the consumers have read the
-// slot (empty), lane 0 copies the weights and posts every byte of the
-// stage, before (__syncwarp) lane n < x_rows copies row n (x_row: its first
-// K position), so that no copy completes on a barrier that does not expect
-// it yet.
+// staged a single F32 row themselves), or, with staged (non-null), each
+// row whole into staged at staged_pitch, on the first stage's barrier.
+// Once the consumers have read the slot (empty), lane 0 copies the weights
+// and posts every byte of the stage, before (__syncwarp) lane n < x_rows
+// copies row n (x_row: its first K position), so that no copy completes on
+// a barrier that does not expect it yet.
 // waits_for_x: the rows are the previous kernel's output.
 template <int kChunks>
 __device__ void stream_stages(StreamShared<kChunks>& s, uint8_t* ring, int num_stages, uint32_t stage_bytes,
                               const uint8_t* w0, int32_t k_blocks, int32_t chunk_stride, const uint16_t* x_row,
-                              int32_t x_rows, bool waits_for_x) {
+                              int32_t x_rows, uint8_t* staged, uint32_t staged_pitch, bool waits_for_x) {
   using C = StreamConfig<kChunks>;
   const int lane = int(threadIdx.x % 32);
   const int32_t copiers = max(x_rows, 1);  // lane 0 always copies the weights
@@ -155,7 +158,8 @@ __device__ void stream_stages(StreamShared<kChunks>& s, uint8_t* ring, int num_s
   const auto weights = [&](int32_t it, int slot) {
     const int32_t kb0 = it * C::kStageBlocks, blocks = blocks_of(it);
     const uint32_t bytes = uint32_t(blocks) * kSm90ChunkBytes;
-    ptx::mbarrier_arrive_expect_tx(&s.full[slot], kChunks * bytes + uint32_t(x_rows * blocks * 128));
+    const int32_t row_blocks = staged ? (it == 0 ? k_blocks : 0) : blocks;
+    ptx::mbarrier_arrive_expect_tx(&s.full[slot], kChunks * bytes + uint32_t(x_rows * row_blocks * 128));
     uint8_t* dst = ring + size_t(slot) * stage_bytes;
 #pragma unroll
     for (int c = 0; c < kChunks; ++c)
@@ -164,6 +168,11 @@ __device__ void stream_stages(StreamShared<kChunks>& s, uint8_t* ring, int num_s
   };
   const auto x = [&](int32_t it, int slot) {
     if (!copies_row) return;
+    if (staged) {
+      if (it == 0)
+        ptx::bulk_copy_g2s(staged + lane * staged_pitch, x_row, uint32_t(k_blocks) * 128, &s.full[0]);
+      return;
+    }
     ptx::bulk_copy_g2s(ring + size_t(slot) * stage_bytes + C::kWeightBytes + lane * C::kXPitch,
                        x_row + it * C::kStageBlocks * 64, uint32_t(blocks_of(it)) * 128, &s.full[slot]);
   };
@@ -182,6 +191,9 @@ __device__ void stream_stages(StreamShared<kChunks>& s, uint8_t* ring, int num_s
     ptx::grid_dependency_wait();
     for (int32_t it = 0; it < first_fill; ++it) x(it, it);
   }
+  // Staged rows are all in flight: lane 0 refills the weights alone.
+  if (staged && lane != 0) return;
+  const uint32_t refillers = staged ? 1u : workers;
   PipelineState ps;
   for (int32_t it = 0; it < first_fill; ++it) ps.advance(num_stages);
   for (int32_t it = first_fill; it < iters; ++it, ps.advance(num_stages)) {
@@ -197,7 +209,7 @@ __device__ void stream_stages(StreamShared<kChunks>& s, uint8_t* ring, int num_s
     ptx::mbarrier_wait_parity(&s.empty[slot], ps.phase ^ 1u);
     ptx::fence_proxy_async_shared();
     if (lane == 0) weights(it, slot);
-    __syncwarp(workers);
+    __syncwarp(refillers);
     x(it, slot);
   }
 }
@@ -205,10 +217,13 @@ __device__ void stream_stages(StreamShared<kChunks>& s, uint8_t* ring, int num_s
 // kSplitK: the K split's instance. NOTES: with the split as runtime code in
 // every instance, the unsplit calls ran 1-4% slower (A/B at bc3fa33,
 // bench/results/2026-11-30-h200-ab-bc3fa33-stream-k-split.json).
-// stage_bytes: a ring slot (weight_streamer_stage_bytes).
+// stage_bytes: a ring slot (weight_streamer_stage_bytes); staged_pitch:
+// bytes between the rows staged after the ring, 0 where the ring carries
+// them (streamer_staged_rows).
 template <int kChunks, bool kSplitK>
 __global__ void __launch_bounds__(kAllThreads, 3) weight_stream_kernel(const __grid_constant__ GemmParams p,
-                                                                        int num_stages, uint32_t stage_bytes) {
+                                                                        int num_stages, uint32_t stage_bytes,
+                                                                        uint32_t staged_pitch) {
   using C = StreamConfig<kChunks>;
   constexpr int kWarpsK = C::kWarpsK;
   __shared__ StreamShared<kChunks> s;
@@ -291,8 +306,9 @@ __global__ void __launch_bounds__(kAllThreads, 3) weight_stream_kernel(const __g
     // Launched to overlap the previous kernel, whose output the activation
     // rows are (the layer's h): everything before their copies reads only
     // earlier inputs.
+    uint8_t* const staged = staged_pitch ? ring + size_t(num_stages) * stage_bytes : nullptr;
     stream_stages<kChunks>(s, ring, num_stages, stage_bytes, w0, k_blocks, all_k_blocks, x_row,
-                           p.x_f32 ? 0 : num_rows, p.overlaps_previous);
+                           p.x_f32 ? 0 : num_rows, staged, staged_pitch, p.overlaps_previous);
     return;  // the CTA, and with it the ring, lives until the consumers finish
   }
 
@@ -315,12 +331,12 @@ __global__ void __launch_bounds__(kAllThreads, 3) weight_stream_kernel(const __g
   }
   // No write but the status word before the previous kernel ends.
   if (p.overlaps_previous) ptx::grid_dependency_wait();
-  // A single F32 row (T = 1): rounded to BF16 by the consumers into a row
-  // after the ring, every load in flight at once, instead of by a
-  // conversion kernel first (host: streamer_activations).
-  uint8_t* const staged_row = ring + size_t(num_stages) * stage_bytes;
+  // A single F32 row (T = 1): rounded to BF16 by the consumers into the
+  // staged rows after the ring, every load in flight at once, instead of by
+  // a conversion kernel first (host: streamer_activations).
+  uint8_t* const staged = ring + size_t(num_stages) * stage_bytes;
   if (p.x_f32) {
-    stage_f32_row(p, s.pair_of[0], kb_begin * 64, k_blocks * 64, reinterpret_cast<uint32_t*>(staged_row));
+    stage_f32_row(p, s.pair_of[0], kb_begin * 64, k_blocks * 64, reinterpret_cast<uint32_t*>(staged));
     ptx::named_barrier_sync(kConsumerBarrier, kThreads);
   }
 
@@ -350,10 +366,11 @@ __global__ void __launch_bounds__(kAllThreads, 3) weight_stream_kernel(const __g
   // 8m of two k16 steps of this warp's K block.
   // A staged row advances by a stage's K and never wraps.
   const int x_row = lane % 8 < num_rows ? lane % 8 : 0;
-  uint32_t x_at = p.x_f32 ? ptx::smem_addr(staged_row) + wk * 128 + (lane / 8) * 16
-                          : ptx::smem_addr(ring) + C::kWeightBytes + x_row * C::kXPitch + wk * 128 + (lane / 8) * 16;
-  const uint32_t x_step = p.x_f32 ? uint32_t(C::kStageBlocks * 128) : stage_bytes;
-  const uint32_t x_back = p.x_f32 ? 0u - x_step : ring_back;
+  const uint32_t x_in_block = wk * 128 + (lane / 8) * 16;
+  uint32_t x_at = staged_pitch ? ptx::smem_addr(staged) + x_row * staged_pitch + x_in_block
+                               : ptx::smem_addr(ring) + C::kWeightBytes + x_row * C::kXPitch + x_in_block;
+  const uint32_t x_step = staged_pitch ? uint32_t(C::kStageBlocks * 128) : stage_bytes;
+  const uint32_t x_back = staged_pitch ? 0u - x_step : ring_back;
   int32_t kb = wk;
   // Two accumulator chains (even, odd k16 steps): back-to-back mma on one
   // accumulator would wait out each other's latency.
@@ -482,15 +499,16 @@ Status launch_stream(const GemmParams& p, int num_sms, cudaStream_t stream, Laun
   const int32_t pairs = p.num_tokens * p.top_k;
   const dim3 grid(uint32_t(p.n / (64 * kChunks)), uint32_t(pairs), uint32_t(p.stream_splits));
   const StreamerLaunchShape shape =
-      weight_streamer_launch_shape(p.n, p.k, p.num_tokens, p.top_k, kChunks, p.stream_splits, p.x_f32 != nullptr,
-                                   num_sms);
+      weight_streamer_launch_shape(p.n, p.k, p.num_tokens, p.top_k, kChunks, p.stream_splits,
+                                   streamer_staged_rows(p.num_tokens, p.k, p.x_f32 != nullptr), num_sms);
   GemmParams q = p;
   q.overlaps_previous = order == LaunchOrder::kOverlapPrevious;
   const size_t smem = size_t(shape.stages) * shape.stage_bytes + shape.staged_bytes;
   auto kernel = weight_stream_kernel<kChunks, kSplitK>;
   NVFP4MOE_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   NVFP4MOE_CUDA_TRY(
-      launch_kernel(kernel, grid, dim3(kAllThreads), smem, stream, order, q, shape.stages, uint32_t(shape.stage_bytes)));
+      launch_kernel(kernel, grid, dim3(kAllThreads), smem, stream, order, q, shape.stages, uint32_t(shape.stage_bytes),
+                    uint32_t(shape.staged_pitch)));
   NVFP4MOE_CUDA_CHECK_LAUNCH("weight_stream_kernel");
   return ok_status();
 }
@@ -520,12 +538,13 @@ int weight_streamer_stages(size_t stage_bytes, size_t staged_bytes, int64_t grid
 }
 
 StreamerLaunchShape weight_streamer_launch_shape(int64_t n, int64_t k, int64_t num_tokens, int64_t top_k,
-                                                 int32_t chunks, int32_t splits, bool staged_f32_row, int num_sms) {
+                                                 int32_t chunks, int32_t splits, int64_t staged_rows, int num_sms) {
   StreamerLaunchShape shape;
   shape.ctas = weight_streamer_ctas(n, chunks, num_tokens, top_k) * splits;
   shape.split_blocks = (k / 64 + splits - 1) / splits;
-  shape.stage_bytes = weight_streamer_stage_bytes(chunks, staged_f32_row ? 0 : num_tokens);
-  shape.staged_bytes = staged_f32_row ? size_t(shape.split_blocks) * 128 : 0;
+  shape.stage_bytes = weight_streamer_stage_bytes(chunks, staged_rows ? 0 : num_tokens);
+  shape.staged_pitch = staged_rows ? weight_streamer_staged_pitch(shape.split_blocks) : 0;
+  shape.staged_bytes = size_t(staged_rows) * shape.staged_pitch;
   shape.stages = weight_streamer_stages(shape.stage_bytes, shape.staged_bytes, shape.ctas, num_sms);
   return shape;
 }
@@ -535,7 +554,8 @@ bool streamer_overlap_pays(int64_t n, int64_t k, int64_t num_tokens, int64_t top
   const int32_t splits = choose_stream_splits(num_tokens, k);
   const int32_t chunks = weight_streamer_chunks(false, n, k, num_tokens, top_k, num_experts, splits, num_sms);
   const StreamerLaunchShape shape =
-      weight_streamer_launch_shape(n, k, num_tokens, top_k, chunks, splits, false, num_sms);
+      weight_streamer_launch_shape(n, k, num_tokens, top_k, chunks, splits,
+                                   streamer_staged_rows(num_tokens, k, false), num_sms);
   if (shape.ctas > num_sms) return true;
   const size_t slab = size_t(chunks) * size_t(shape.split_blocks) * kSm90ChunkBytes;
   return slab <= size_t(shape.stages) * kStreamStageWeightBytes;

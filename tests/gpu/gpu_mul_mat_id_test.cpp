@@ -420,6 +420,16 @@ TEST_F(GpuMulMatId, WeightStreamerEightColumns) {
       check_case({8, 256, 14336, T, 2, T == 7, xd}, "long-K");
       if (HasFatalFailure()) return;
     }
+  // Below T = 5 the rows are staged whole where they fit
+  // (streamer_staged_rows): at T = 3 on K = 14336 they do not, and the ring
+  // carries them; at T = 2 they do.
+  ASSERT_EQ(0, cuda::streamer_staged_rows(3, 14336, false));
+  ASSERT_EQ(2, cuda::streamer_staged_rows(2, 14336, false));
+  for (int64_t T : {2, 3})
+    for (DType xd : {DType::kF32, DType::kBF16}) {
+      check_case({8, 256, 14336, T, 2, T == 3, xd}, "long-K-small-T");
+      if (HasFatalFailure()) return;
+    }
 }
 
 // One- and two-chunk streamer CTAs (NVFP4MOE_STREAM_CHUNKS), the two forms

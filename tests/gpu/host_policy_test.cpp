@@ -219,29 +219,48 @@ TEST(CudaHostPolicy, WeightStreamerCutFollowsTokensAndExpertSize) {
   EXPECT_LE(cuda::kStreamMaxTokens, cuda::kStreamKernelMaxTokens);
 }
 
-// A single F32 row is staged by the streamer (T = 1, where it leaves four
-// weight slots in kStreamTwoCtaBytes: K <= 30720), slots then of weights
-// only; the row comes out of the three-per-SM budget where it fits, else
-// out of the two-per-SM one. Mixtral's down (K = 14336, 28 KB) at T = 1:
-// 128 CTAs, 7 stages.
-TEST(CudaHostPolicy, StreamerStagesASingleF32Row) {
+// The streamer stages small batches' rows whole (BF16 up to
+// kStreamStagedMaxTokens rows, F32 at T = 1), where they leave four weight
+// slots in kStreamTwoCtaBytes (one row: K <= 30656), at a pitch of their K
+// and 16 bytes; the slots then hold weights only. The rows come out of the
+// three-per-SM budget where they fit, else out of the two-per-SM one.
+// Mixtral's down (K = 14336, 28 KB a row) at T = 1: 128 CTAs, 7 stages; at
+// T = 2 two rows fit, at T = 3 the ring carries them.
+TEST(CudaHostPolicy, StreamerStagesSmallBatchRows) {
   EXPECT_TRUE(cuda::streamer_stages_f32_row(1, 2048));
-  EXPECT_TRUE(cuda::streamer_stages_f32_row(1, 30720));
-  EXPECT_FALSE(cuda::streamer_stages_f32_row(1, 30784));
+  EXPECT_TRUE(cuda::streamer_stages_f32_row(1, 30656));
+  EXPECT_FALSE(cuda::streamer_stages_f32_row(1, 30720));
   for (int64_t T = 2; T <= cuda::kStreamKernelMaxTokens; ++T) EXPECT_FALSE(cuda::streamer_stages_f32_row(T, 2048));
-  const cuda::StreamerLaunchShape mixtral_down = cuda::weight_streamer_launch_shape(4096, 14336, 1, 2, 1, 1, true, 132);
+  EXPECT_EQ(size_t(14352), cuda::weight_streamer_staged_pitch(112));
+  EXPECT_EQ(4, cuda::streamer_staged_rows(4, 7168, false));  // deepseek gate_up: 56 KB
+  EXPECT_EQ(0, cuda::streamer_staged_rows(5, 2048, false));
+  EXPECT_EQ(2, cuda::streamer_staged_rows(2, 14336, false));  // mixtral down
+  EXPECT_EQ(0, cuda::streamer_staged_rows(3, 14336, false));
+  EXPECT_EQ(0, cuda::streamer_staged_rows(2, 2048, true));
+  const cuda::StreamerLaunchShape mixtral_down = cuda::weight_streamer_launch_shape(4096, 14336, 1, 2, 1, 1, 1, 132);
   EXPECT_EQ(size_t(9216), mixtral_down.stage_bytes);
-  EXPECT_EQ(size_t(28672), mixtral_down.staged_bytes);
+  EXPECT_EQ(size_t(28688), mixtral_down.staged_pitch);
+  EXPECT_EQ(size_t(28688), mixtral_down.staged_bytes);
   EXPECT_EQ(7, mixtral_down.stages);
+  // ... with the ring carrying the rows at T = 3: slots of weights and 3 rows.
+  const cuda::StreamerLaunchShape mixtral_down_3 = cuda::weight_streamer_launch_shape(4096, 14336, 3, 2, 1, 1, 0, 132);
+  EXPECT_EQ(cuda::weight_streamer_stage_bytes(1, 3), mixtral_down_3.stage_bytes);
+  EXPECT_EQ(size_t(0), mixtral_down_3.staged_bytes);
   // qwen3 gate_up (K = 2048, 4 KB) in 1000 CTAs: three per SM, 6 stages.
   EXPECT_EQ(6, cuda::weight_streamer_stages(9216, 4096, 1000, 132));
   for (int64_t kb = 1; kb <= 480; ++kb) {
-    const size_t row = size_t(kb) * 128;
-    for (int64_t grid : {1, 1000}) {
-      const int s = cuda::weight_streamer_stages(9216, row, grid, 132);
-      EXPECT_GE(s, 4) << kb;
-      EXPECT_LE(row + size_t(s) * 9216, cuda::kStreamTwoCtaBytes) << kb;
-    }
+    for (int64_t T = 1; T <= cuda::kStreamKernelMaxTokens; ++T)
+      for (bool f32 : {false, true}) {
+        const int64_t rows = cuda::streamer_staged_rows(T, kb * 64, f32);
+        EXPECT_TRUE(rows == 0 || rows == T) << kb << " " << T;
+        if (f32) EXPECT_LE(rows, 1);
+        const size_t staged = size_t(rows) * cuda::weight_streamer_staged_pitch(kb);
+        for (int64_t grid : {1, 1000}) {
+          const int s = cuda::weight_streamer_stages(9216, staged, grid, 132);
+          EXPECT_GE(s, 4) << kb << " " << T;
+          EXPECT_LE(staged + size_t(s) * 9216, cuda::kStreamTwoCtaBytes) << kb << " " << T;
+        }
+      }
   }
 }
 
@@ -304,12 +323,14 @@ TEST(CudaHostPolicy, StreamerChunksAndOverlap) {
   EXPECT_EQ(128, cuda::weight_streamer_ctas(2048, 2, 1, 8));
   EXPECT_EQ(96, cuda::weight_streamer_ctas(1536, 2, 1, 8));
   EXPECT_EQ(180, cuda::weight_streamer_ctas(2880, 1, 1, 4));
-  // qwen3 down at T = 1: 128 CTAs of 12 K blocks, slots of 9.4 KB, 8 stages
-  // (74 KB of weights) for a 55 KB slab.
-  const cuda::StreamerLaunchShape qwen3_down = cuda::weight_streamer_launch_shape(2048, 768, 1, 8, 2, 1, false, 132);
+  // qwen3 down at T = 1: 128 CTAs of 12 K blocks, its row staged, slots of
+  // 9 KB, 8 stages (74 KB of weights) for a 55 KB slab.
+  const cuda::StreamerLaunchShape qwen3_down =
+      cuda::weight_streamer_launch_shape(2048, 768, 1, 8, 2, 1, cuda::streamer_staged_rows(1, 768, false), 132);
   EXPECT_EQ(128, qwen3_down.ctas);
   EXPECT_EQ(12, qwen3_down.split_blocks);
-  EXPECT_EQ(size_t(9600), qwen3_down.stage_bytes);
+  EXPECT_EQ(size_t(9216), qwen3_down.stage_bytes);
+  EXPECT_EQ(size_t(1552), qwen3_down.staged_bytes);
   EXPECT_EQ(8, qwen3_down.stages);
   EXPECT_TRUE(cuda::streamer_overlap_pays(2048, 768, 1, 8, 128, 132));
   EXPECT_TRUE(cuda::streamer_overlap_pays(2048, 768, 2, 8, 128, 132));
