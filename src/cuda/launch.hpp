@@ -222,13 +222,13 @@ int weight_streamer_stages(size_t stage_bytes, size_t staged_bytes, int64_t grid
 // Bytes between staged rows of k_blocks K blocks: BF16 and 16 more, for
 // the same banks as weight_streamer_x_pitch.
 inline constexpr size_t weight_streamer_staged_pitch(int64_t k_blocks) { return size_t(k_blocks) * 128 + 16; }
-// The activation rows a streamer stages whole in shared memory before its
-// K loop instead of carrying them in its ring (0: the ring carries them),
+// The activation rows whose copies a streamer's consumers stage whole in
+// shared memory before their K loop, while the first stages of weights
+// stream, instead of the ring carrying them (0: the ring carries them),
 // where they leave four ring slots in kStreamTwoCtaBytes: BF16 up to
-// kStreamStagedMaxTokens rows, copied by the producer with the first
-// stage's weights; one F32 row (T = 1), which the consumers round to BF16
-// themselves (every load in flight at once); more F32 rows are converted
-// by a kernel first, which the streamer overlaps. NOTES: H200 A/B
+// kStreamStagedMaxTokens rows; one F32 row (T = 1), rounded to BF16 on the
+// way (every load in flight at once); more F32 rows are converted by a
+// kernel first, which the streamer overlaps. NOTES: H200 A/B
 // (bench/results/2026-12-03-h200-ab-ring-x-producer-fixes.json): with the
 // rows in the ring at every T, T = 1-4 ran 0.92-0.99x of the staged rows
 // before it (deepseek gate_up T = 1 0.84x), T = 8 on large experts

@@ -11,10 +11,9 @@
 // Warps: one producer warp streams the CTA's weights (its kChunks 64-row
 // chunks are contiguous along K in the sm90 layout) and the expert's
 // activation rows over the same K into a ring of shared memory stages with
-// 1-D bulk copies (launch.hpp sizes the ring), or, for a few rows that fit
-// (streamer_staged_rows), copies the rows whole once after the ring with
-// the first stage's weights; the consumers read the rows as mma B fragments
-// with ldmatrix (lanes past an expert's rows read its first row again:
+// 1-D bulk copies (launch.hpp sizes the ring); a few rows that fit
+// (streamer_staged_rows) the consumers stage whole after the ring instead.
+// The consumers read the rows as mma B fragments with ldmatrix (lanes past an expert's rows read its first row again:
 // their output columns are never stored).
 // NOTES: the first versions loaded the fragments into registers (~37 KB in
 // flight per SM). The ring alone did not make it faster (bytes in flight
@@ -133,12 +132,30 @@ __device__ __forceinline__ void stage_f32_row(const GemmParams& p, int32_t pair,
   }
 }
 
+// The expert's num_rows BF16 rows, K positions [k0, k0 + 64 k_blocks),
+// into xs at pitch (bytes), by the consumer threads. NOTES: H200 (bench/
+// results/2026-12-03-h200-ab-streamer-staged-rows.json): copied by the
+// producer with the first stage's weights (one bulk copy a row), deepseek's
+// gate_up at T = 1 ran 0.83x of the consumers' cp.async of 802ba60 (ncu:
+// the same SM-active cycles, 1.4x the elapsed ones); queued behind the
+// first fill's weights, it ran 0.99x, but qwen3's and gpt-oss's T = 1
+// 0.87-0.90x. The copies here go through L1 (.ca), which the SM's other
+// CTAs of the same rows share.
+__device__ __forceinline__ void stage_bf16_rows(const GemmParams& p, const int32_t* pair_of, int32_t num_rows,
+                                                int32_t k0, int32_t k_blocks, uint8_t* xs, uint32_t pitch) {
+  const int32_t pieces = k_blocks * 8;  // 16 bytes each
+  for (int32_t n = 0; n < num_rows; ++n) {
+    const uint16_t* src = p.x + pair_row(p.x_map, pair_of[n], p.top_k) * p.x_stride + k0;
+    uint8_t* dst = xs + n * pitch;
+    for (int32_t i = int32_t(threadIdx.x); i < pieces; i += kThreads) ptx::cp_async_16_ca(dst + 16 * i, src + 8 * i);
+  }
+  ptx::cp_async_wait_all();
+}
+
 // Producer warp: stage after stage into the ring, k_blocks K blocks from w0
 // in each of the CTA's chunks (chunk_stride K blocks apart), and of each of
 // the expert's x_rows activation rows from x_row (none where the consumers
-// staged a single F32 row themselves), or, with staged (non-null), each
-// row whole into staged at staged_pitch, on the first stage's barrier.
-// Once the consumers have read the slot (empty), lane 0 copies the weights
+// stage the rows themselves). Once the consumers have read the slot (empty), lane 0 copies the weights
 // and posts every byte of the stage, before (__syncwarp) lane n < x_rows
 // copies row n (x_row: its first K position), so that no copy completes on
 // a barrier that does not expect it yet.
@@ -146,7 +163,7 @@ __device__ __forceinline__ void stage_f32_row(const GemmParams& p, int32_t pair,
 template <int kChunks>
 __device__ void stream_stages(StreamShared<kChunks>& s, uint8_t* ring, int num_stages, uint32_t stage_bytes,
                               const uint8_t* w0, int32_t k_blocks, int32_t chunk_stride, const uint16_t* x_row,
-                              int32_t x_rows, uint8_t* staged, uint32_t staged_pitch, bool waits_for_x) {
+                              int32_t x_rows, bool waits_for_x) {
   using C = StreamConfig<kChunks>;
   const int lane = int(threadIdx.x % 32);
   const int32_t copiers = max(x_rows, 1);  // lane 0 always copies the weights
@@ -158,8 +175,7 @@ __device__ void stream_stages(StreamShared<kChunks>& s, uint8_t* ring, int num_s
   const auto weights = [&](int32_t it, int slot) {
     const int32_t kb0 = it * C::kStageBlocks, blocks = blocks_of(it);
     const uint32_t bytes = uint32_t(blocks) * kSm90ChunkBytes;
-    const int32_t row_blocks = staged ? (it == 0 ? k_blocks : 0) : blocks;
-    ptx::mbarrier_arrive_expect_tx(&s.full[slot], kChunks * bytes + uint32_t(x_rows * row_blocks * 128));
+    ptx::mbarrier_arrive_expect_tx(&s.full[slot], kChunks * bytes + uint32_t(x_rows * blocks * 128));
     uint8_t* dst = ring + size_t(slot) * stage_bytes;
 #pragma unroll
     for (int c = 0; c < kChunks; ++c)
@@ -168,11 +184,6 @@ __device__ void stream_stages(StreamShared<kChunks>& s, uint8_t* ring, int num_s
   };
   const auto x = [&](int32_t it, int slot) {
     if (!copies_row) return;
-    if (staged) {
-      if (it == 0)
-        ptx::bulk_copy_g2s(staged + lane * staged_pitch, x_row, uint32_t(k_blocks) * 128, &s.full[0]);
-      return;
-    }
     ptx::bulk_copy_g2s(ring + size_t(slot) * stage_bytes + C::kWeightBytes + lane * C::kXPitch,
                        x_row + it * C::kStageBlocks * 64, uint32_t(blocks_of(it)) * 128, &s.full[slot]);
   };
@@ -191,9 +202,6 @@ __device__ void stream_stages(StreamShared<kChunks>& s, uint8_t* ring, int num_s
     ptx::grid_dependency_wait();
     for (int32_t it = 0; it < first_fill; ++it) x(it, it);
   }
-  // Staged rows are all in flight: lane 0 refills the weights alone.
-  if (staged && lane != 0) return;
-  const uint32_t refillers = staged ? 1u : workers;
   PipelineState ps;
   for (int32_t it = 0; it < first_fill; ++it) ps.advance(num_stages);
   for (int32_t it = first_fill; it < iters; ++it, ps.advance(num_stages)) {
@@ -209,7 +217,7 @@ __device__ void stream_stages(StreamShared<kChunks>& s, uint8_t* ring, int num_s
     ptx::mbarrier_wait_parity(&s.empty[slot], ps.phase ^ 1u);
     ptx::fence_proxy_async_shared();
     if (lane == 0) weights(it, slot);
-    __syncwarp(refillers);
+    __syncwarp(workers);
     x(it, slot);
   }
 }
@@ -306,9 +314,8 @@ __global__ void __launch_bounds__(kAllThreads, 3) weight_stream_kernel(const __g
     // Launched to overlap the previous kernel, whose output the activation
     // rows are (the layer's h): everything before their copies reads only
     // earlier inputs.
-    uint8_t* const staged = staged_pitch ? ring + size_t(num_stages) * stage_bytes : nullptr;
     stream_stages<kChunks>(s, ring, num_stages, stage_bytes, w0, k_blocks, all_k_blocks, x_row,
-                           p.x_f32 ? 0 : num_rows, staged, staged_pitch, p.overlaps_previous);
+                           staged_pitch ? 0 : num_rows, p.overlaps_previous);
     return;  // the CTA, and with it the ring, lives until the consumers finish
   }
 
@@ -331,12 +338,14 @@ __global__ void __launch_bounds__(kAllThreads, 3) weight_stream_kernel(const __g
   }
   // No write but the status word before the previous kernel ends.
   if (p.overlaps_previous) ptx::grid_dependency_wait();
-  // A single F32 row (T = 1): rounded to BF16 by the consumers into the
-  // staged rows after the ring, every load in flight at once, instead of by
-  // a conversion kernel first (host: streamer_activations).
+  // Small batches' rows (streamer_staged_rows): staged whole after the ring
+  // by the consumers while the producer's first stages stream; a single
+  // F32 row is rounded to BF16 on the way, instead of by a conversion
+  // kernel first (host: streamer_activations).
   uint8_t* const staged = ring + size_t(num_stages) * stage_bytes;
-  if (p.x_f32) {
-    stage_f32_row(p, s.pair_of[0], kb_begin * 64, k_blocks * 64, reinterpret_cast<uint32_t*>(staged));
+  if (staged_pitch) {
+    if (p.x_f32) stage_f32_row(p, s.pair_of[0], kb_begin * 64, k_blocks * 64, reinterpret_cast<uint32_t*>(staged));
+    else stage_bf16_rows(p, s.pair_of, num_rows, kb_begin * 64, k_blocks, staged, staged_pitch);
     ptx::named_barrier_sync(kConsumerBarrier, kThreads);
   }
 

@@ -14,6 +14,11 @@ __device__ __forceinline__ void cp_async_16(void* dst, const void* src, uint32_t
                : "memory");
 }
 
+// 16 bytes through L1 (.ca): for lines that the SM's other CTAs read too.
+__device__ __forceinline__ void cp_async_16_ca(void* dst, const void* src) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 16;" ::"r"(smem_addr(dst)), "l"(src) : "memory");
+}
+
 // 4 bytes (copies under 16 bytes go through L1: .ca only).
 __device__ __forceinline__ void cp_async_4(void* dst, const void* src) {
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(smem_addr(dst)), "l"(src) : "memory");
