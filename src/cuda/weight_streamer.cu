@@ -133,14 +133,17 @@ __device__ __forceinline__ void stage_f32_row(const GemmParams& p, int32_t pair,
 }
 
 // The expert's num_rows BF16 rows, K positions [k0, k0 + 64 k_blocks),
-// into xs at pitch (bytes), by the consumer threads. NOTES: H200 (bench/
-// results/2026-12-03-h200-ab-streamer-staged-rows.json): copied by the
-// producer with the first stage's weights (one bulk copy a row), deepseek's
-// gate_up at T = 1 ran 0.83x of the consumers' cp.async of 802ba60 (ncu:
-// the same SM-active cycles, 1.4x the elapsed ones); queued behind the
-// first fill's weights, it ran 0.99x, but qwen3's and gpt-oss's T = 1
-// 0.87-0.90x. The copies here go through L1 (.ca), which the SM's other
-// CTAs of the same rows share.
+// into xs at pitch (bytes), by the consumer threads. NOTES: H200: copied
+// by the producer with the first stage's weights (one bulk copy a row,
+// 1decb9b), deepseek's gate_up at T = 1 ran 0.83-0.85x of the consumers'
+// cp.async of 802ba60 (bench/results/
+// 2026-12-03-h200-ab-streamer-one-release-staged-rows.json; ncu: the same
+// SM-active cycles, 1.4x the elapsed ones, DRAM 54% busy against 73%,
+// bench/results/ncu/2026-12-03-h200-1decb9b-deepseek-T1-streamer-staged-rows-ncu.txt);
+// queued behind the first fill's weights it ran 0.99x, but qwen3's and
+// gpt-oss's T = 1 0.87-0.90x (...-streamer-row-copy-order-variants.json).
+// The copies here go through L1 (.ca), which the SM's other CTAs of the
+// same rows share.
 __device__ __forceinline__ void stage_bf16_rows(const GemmParams& p, const int32_t* pair_of, int32_t num_rows,
                                                 int32_t k0, int32_t k_blocks, uint8_t* xs, uint32_t pitch) {
   const int32_t pieces = k_blocks * 8;  // 16 bytes each
