@@ -183,7 +183,11 @@ int32_t choose_k_splits(int64_t num_tokens, int64_t top_k, int64_t num_experts, 
 // in a graph): T = 5 1.08-1.24x on all but deepseek's gate_up (0.99x), T = 6
 // 1.00-1.06x, T = 8 0.90-1.08x (gpt-oss down 0.90x, deepseek gate_up 0.95x);
 // so any expert streams up to T = 6 (T = 7 not measured: it stages eight
-// columns, as T = 8 does).
+// columns, as T = 8 does). With the rows in the ring (53d76d2, bc61fb1;
+// bench/results/2026-12-03-h200-ab-streamer-ring-x.json, and with one
+// release per slot ...-ab-streamer-one-release-staged-rows.json) T = 8 on
+// deepseek, gpt-oss and mixtral ran 1.14-1.26x of the plan path (gate_up,
+// down and layer), so any expert streams up to T = 8.
 inline constexpr int32_t kStreamMaxTokens = 8;
 inline constexpr int32_t kStreamAnyExpertMaxTokens = 8;
 inline constexpr int64_t kStreamSmallExpertElems = int64_t(4) << 20;
