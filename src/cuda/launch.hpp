@@ -186,7 +186,7 @@ int32_t choose_k_splits(int64_t num_tokens, int64_t top_k, int64_t num_experts, 
 // columns, as T = 8 does). With the rows in the ring (53d76d2, bc61fb1;
 // bench/results/2026-12-03-h200-ab-streamer-ring-x.json, and with one
 // release per slot ...-ab-streamer-one-release-staged-rows.json) T = 8 on
-// deepseek, gpt-oss and mixtral ran 1.14-1.26x of the plan path (gate_up,
+// deepseek, gpt-oss and mixtral ran 1.11-1.26x of the plan path (gate_up,
 // down and layer), so any expert streams up to T = 8.
 inline constexpr int32_t kStreamMaxTokens = 8;
 inline constexpr int32_t kStreamAnyExpertMaxTokens = 8;

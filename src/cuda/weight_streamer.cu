@@ -143,7 +143,11 @@ __device__ __forceinline__ void stage_f32_row(const GemmParams& p, int32_t pair,
 // queued behind the first fill's weights it ran 0.99x, but qwen3's and
 // gpt-oss's T = 1 0.87-0.90x (...-streamer-row-copy-order-variants.json).
 // The copies here go through L1 (.ca), which the SM's other CTAs of the
-// same rows share.
+// same rows share (3ed43bf, bench/results/
+// 2026-12-03-h200-ab-streamer-consumer-staged-rows.json): mixtral's gate_up
+// at T = 1 0.96x (0.88x by the producer), deepseek's down 0.94x (0.91x),
+// deepseek's gate_up still 0.83x, so its loss is not the row copy
+// (docs/perf.md, open questions).
 __device__ __forceinline__ void stage_bf16_rows(const GemmParams& p, const int32_t* pair_of, int32_t num_rows,
                                                 int32_t k0, int32_t k_blocks, uint8_t* xs, uint32_t pitch) {
   const int32_t pieces = k_blocks * 8;  // 16 bytes each
