@@ -13,8 +13,9 @@
 // activation rows over the same K into a ring of shared memory stages with
 // 1-D bulk copies (launch.hpp sizes the ring); a few rows that fit
 // (streamer_staged_rows) the consumers stage whole after the ring instead.
-// The consumers read the rows as mma B fragments with ldmatrix (lanes past an expert's rows read its first row again:
-// their output columns are never stored).
+// The consumers read the rows as mma B fragments with ldmatrix (lanes past
+// an expert's rows read its first row again: their output columns are never
+// stored).
 // NOTES: the first versions loaded the fragments into registers (~37 KB in
 // flight per SM). The ring alone did not make it faster (bytes in flight
 // were not the limit, launch.hpp), but it leaves each thread at 60
@@ -22,9 +23,8 @@
 // along N (16 weight rows each: the sm90 fragment layout is one warp's mma
 // A fragment) times the rest along K (K blocks dealt round robin inside each
 // stage). Until the ring carried the activation rows, the consumers staged
-// them whole, in fragment order, before the K loop (cp.async for BF16 x, F32
-// rounded through registers at T = 1), which put that staging in front of
-// every CTA's first stage and, at T >= 5 on long K, filled shared memory.
+// every batch's rows whole, in B-fragment order (one LDS.128 per two k16
+// steps), which at T >= 5 on long K filled shared memory.
 // The K partial sums meet in shared memory and are added in warp order,
 // then the shared epilogue (alpha, SwiGLU on gate/up chunk pairs, router
 // weight, F32/BF16 store) writes the rows.
@@ -162,10 +162,11 @@ __device__ __forceinline__ void stage_bf16_rows(const GemmParams& p, const int32
 // Producer warp: stage after stage into the ring, k_blocks K blocks from w0
 // in each of the CTA's chunks (chunk_stride K blocks apart), and of each of
 // the expert's x_rows activation rows from x_row (none where the consumers
-// stage the rows themselves). Once the consumers have read the slot (empty), lane 0 copies the weights
-// and posts every byte of the stage, before (__syncwarp) lane n < x_rows
-// copies row n (x_row: its first K position), so that no copy completes on
-// a barrier that does not expect it yet.
+// stage the rows themselves). Once the consumers have read the slot
+// (empty), lane 0 copies the weights and posts every byte of the stage,
+// before (__syncwarp) lane n < x_rows copies row n (x_row: its first K
+// position), so that no copy completes on a barrier that does not expect it
+// yet.
 // waits_for_x: the rows are the previous kernel's output.
 template <int kChunks>
 __device__ void stream_stages(StreamShared<kChunks>& s, uint8_t* ring, int num_stages, uint32_t stage_bytes,
