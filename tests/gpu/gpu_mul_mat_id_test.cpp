@@ -386,9 +386,10 @@ TEST_F(GpuMulMatId, Bf16RowsStoredAcrossTilesOfPersistentCtas) {
 }
 
 // Around the weight streamer (T <= kStreamMaxTokens) and its hand-over to
-// the plan path: T = 1..kStreamMaxTokens + 2 with F32 and BF16 x (F32
-// converted first, the streamer overlapping it), the largest k and E the
-// API allows, both x layouts and dtypes, and N % 128 == 64.
+// the plan path: T = 1..kStreamMaxTokens + 2 with F32 and BF16 x (rows
+// staged whole by the consumers up to T = 4, F32 rounded by them at T = 1
+// and converted first from T = 2; in the ring from T = 5), the largest k
+// and E the API allows, both x layouts and dtypes, and N % 128 == 64.
 TEST_F(GpuMulMatId, WeightStreamerShapes) {
   for (int64_t T = 1; T <= cuda::kStreamMaxTokens + 2; ++T)
     for (DType xd : {DType::kF32, DType::kBF16}) {
