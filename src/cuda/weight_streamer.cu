@@ -395,9 +395,9 @@ __global__ void __launch_bounds__(kAllThreads, 3) weight_stream_kernel(const __g
   const uint32_t scale_mul = s.scale_mul;  // dequant.cuh: kept in a register through the loop
   PipelineState ps;
   // One stage: wait, load this warp's two fragments and their B fragments,
-  // release, then dequantize and multiply them. kLast: the stage may hold fewer than kStageBlocks K
-  // blocks (an odd K's end), so each fragment is checked against k_blocks;
-  // the full stages run without those checks.
+  // release, then dequantize and multiply them. kLast: the stage may hold
+  // fewer than kStageBlocks K blocks (an odd K's end), so each fragment is
+  // checked against k_blocks; the full stages run without those checks.
   const auto stage = [&](auto last) {
     constexpr bool kLast = decltype(last)::value;
     ptx::mbarrier_wait_parity(full_at, ps.phase);
@@ -409,8 +409,9 @@ __global__ void __launch_bounds__(kAllThreads, 3) weight_stream_kernel(const __g
       codes[u] = ptx::ld_shared_v4(codes_at + u * kWarpsK * kSm90ChunkBytes);
       scales[u] = ptx::ld_shared_v2(scales_at + u * kWarpsK * kSm90ChunkBytes);
       if (!kLast || kb + u * kWarpsK < k_blocks) {
-        // NOTES: one LDS.64 per step (16b204b) was 4 more of a stage's ~158
-        // instructions; two steps per LDS.128 ran decode 1.025x geomean
+        // Two k16 steps per load. NOTES: on the fragment-order staging before
+        // the ring, one LDS.64 per step (16b204b) was 4 more of a stage's
+        // ~158 instructions; two steps per LDS.128 ran decode 1.025x geomean
         // (H200 A/B, bench/results/2026-12-03-h200-ab-streamer-b-pairs-and-stage-pairs.json).
 #pragma unroll
         for (int pair = 0; pair < 2; ++pair) b[u][pair] = ptx::ldmatrix_x4(x_at + u * kWarpsK * 128 + pair * 64);
