@@ -196,7 +196,8 @@ inline constexpr int32_t kStreamKernelMaxTokens = 8;
 // weights (kStreamStageWeightBytes) beside the expert's activation rows
 // over the same K (weight_streamer_stage_bytes): a grid of more than two
 // CTAs per SM gets as many as fit in kStreamSmallCtaBytes, so that three
-// CTAs share an SM; a smaller grid as many as fit in kStreamTwoCtaBytes,
+// CTAs share an SM (four in kStreamFourCtaBytes, below, where the rows are
+// staged whole); a smaller grid as many as fit in kStreamTwoCtaBytes,
 // deeper per CTA. The activations travel with the weights, so no K is too
 // long for shared memory. NOTES: H200 (ab.sh at 0d66d33 and at its
 // successor): two CTAs of 8 stages per SM were no faster than the
@@ -210,6 +211,22 @@ inline constexpr int32_t kStreamKernelMaxTokens = 8;
 inline constexpr size_t kStreamStageWeightBytes = 4 * kSm90ChunkBytes;  // 4 K blocks of 64 rows
 inline constexpr size_t kStreamSmallCtaBytes = 60 * 1024;
 inline constexpr size_t kStreamTwoCtaBytes = 96 * 1024;
+// Four CTAs per SM (weight_streamer_ctas_per_sm): where the rows are staged
+// whole, the grid has more than three CTAs per SM and three slots fit
+// beside the rows in kStreamFourCtaBytes, as many slots as fit there.
+// NOTES: H200 probe (bench/results/2026-12-04-h200-probe-streamer-four-
+// ctas-per-sm.json, in a graph): four per SM for every grid of more than
+// three ran deepseek gate_up T = 1 1.22x (512 CTAs: one wave of 528 instead
+// of 1.29 waves of 396; two-chunk CTAs, 256 in one wave, 1.22x too but
+// 0.57-0.93x on mixtral and qwen3), deepseek down T = 1, 2 1.11x, 1.05x,
+// mixtral gate_up T = 1, 2 1.04x, 1.06x, qwen3 down T = 4 1.28x, and lost
+// where the ring carries the rows (mixtral down T = 4, 8 0.89x, 0.93x;
+// qwen3 gate_up T = 8 0.91x), hence the staged-rows condition. The
+// registers for four (__launch_bounds__ 4: 48-53, no spills) alone cost
+// 0.97-1.01x where the grid stays at three, hence a kernel instance each.
+// NVFP4MOE_STREAM_CTAS_PER_SM=3 keeps four from sharing an SM, for tests:
+// the two instances give the same bits.
+inline constexpr size_t kStreamFourCtaBytes = 45 * 1024;
 // Bytes between a stage's activation rows: its K blocks (4 / chunks) of
 // BF16 and 16 more, so that the eight rows an ldmatrix reads start in
 // different banks.
@@ -222,6 +239,7 @@ inline constexpr size_t weight_streamer_stage_bytes(int32_t chunks, int64_t num_
 }
 // Beside the ring, rows staged whole (staged_bytes; see
 // streamer_staged_rows) come out of the same budget.
+int weight_streamer_ctas_per_sm(size_t stage_bytes, size_t staged_bytes, int64_t grid_ctas, int num_sms);
 int weight_streamer_stages(size_t stage_bytes, size_t staged_bytes, int64_t grid_ctas, int num_sms);
 // Bytes between staged rows of k_blocks K blocks: BF16 and 16 more, for
 // the same banks as weight_streamer_x_pitch.
@@ -343,7 +361,7 @@ bool streamer_overlap_pays(int64_t n, int64_t k, int64_t num_tokens, int64_t top
 struct StreamerLaunchShape {
   int64_t ctas = 0, split_blocks = 0;
   size_t stage_bytes = 0, staged_pitch = 0, staged_bytes = 0;
-  int stages = 0;
+  int stages = 0, ctas_per_sm = 0;
 };
 StreamerLaunchShape weight_streamer_launch_shape(int64_t n, int64_t k, int64_t num_tokens, int64_t top_k,
                                                  int32_t chunks, int32_t splits, int64_t staged_rows, int num_sms);

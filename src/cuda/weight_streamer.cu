@@ -235,11 +235,13 @@ __device__ void stream_stages(StreamShared<kChunks>& s, uint8_t* ring, int num_s
 // bench/results/2026-11-30-h200-ab-bc3fa33-stream-k-split.json).
 // stage_bytes: a ring slot (weight_streamer_stage_bytes); staged_pitch:
 // bytes between the rows staged after the ring, 0 where the ring carries
-// them (streamer_staged_rows).
-template <int kChunks, bool kSplitK>
-__global__ void __launch_bounds__(kAllThreads, 3) weight_stream_kernel(const __grid_constant__ GemmParams p,
-                                                                        int num_stages, uint32_t stage_bytes,
-                                                                        uint32_t staged_pitch) {
+// them (streamer_staged_rows). kCtasPerSm: the occupancy ptxas allots
+// registers for (weight_streamer_ctas_per_sm); four per SM cost 1-2% where
+// three run (NOTES at kStreamFourCtaBytes), hence two instances.
+template <int kChunks, bool kSplitK, int kCtasPerSm>
+__global__ void __launch_bounds__(kAllThreads, kCtasPerSm) weight_stream_kernel(const __grid_constant__ GemmParams p,
+                                                                                int num_stages, uint32_t stage_bytes,
+                                                                                uint32_t staged_pitch) {
   using C = StreamConfig<kChunks>;
   constexpr int kWarpsK = C::kWarpsK;
   __shared__ StreamShared<kChunks> s;
@@ -512,17 +514,14 @@ __global__ void __launch_bounds__(kAllThreads, 3) weight_stream_kernel(const __g
   epilogue_store<kChunks, kThreads>(p, w, s.tile, C::kTileStride, s.rows, tid);
 }
 
-template <int kChunks, bool kSplitK>
-Status launch_stream(const GemmParams& p, int num_sms, cudaStream_t stream, LaunchOrder order) {
+template <int kChunks, bool kSplitK, int kCtasPerSm>
+Status launch_stream(const GemmParams& p, const StreamerLaunchShape& shape, cudaStream_t stream, LaunchOrder order) {
   const int32_t pairs = p.num_tokens * p.top_k;
   const dim3 grid(uint32_t(p.n / (64 * kChunks)), uint32_t(pairs), uint32_t(p.stream_splits));
-  const StreamerLaunchShape shape =
-      weight_streamer_launch_shape(p.n, p.k, p.num_tokens, p.top_k, kChunks, p.stream_splits,
-                                   streamer_staged_rows(p.num_tokens, p.k, p.x_f32 != nullptr), num_sms);
   GemmParams q = p;
   q.overlaps_previous = order == LaunchOrder::kOverlapPrevious;
   const size_t smem = size_t(shape.stages) * shape.stage_bytes + shape.staged_bytes;
-  auto kernel = weight_stream_kernel<kChunks, kSplitK>;
+  auto kernel = weight_stream_kernel<kChunks, kSplitK, kCtasPerSm>;
   NVFP4MOE_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   NVFP4MOE_CUDA_TRY(
       launch_kernel(kernel, grid, dim3(kAllThreads), smem, stream, order, q, shape.stages, uint32_t(shape.stage_bytes),
@@ -531,12 +530,21 @@ Status launch_stream(const GemmParams& p, int num_sms, cudaStream_t stream, Laun
   return ok_status();
 }
 
+template <int kChunks, bool kSplitK>
+Status launch_stream_occupancy(const GemmParams& p, int num_sms, cudaStream_t stream, LaunchOrder order) {
+  const StreamerLaunchShape shape =
+      weight_streamer_launch_shape(p.n, p.k, p.num_tokens, p.top_k, kChunks, p.stream_splits,
+                                   streamer_staged_rows(p.num_tokens, p.k, p.x_f32 != nullptr), num_sms);
+  return shape.ctas_per_sm == 4 ? launch_stream<kChunks, kSplitK, 4>(p, shape, stream, order)
+                                : launch_stream<kChunks, kSplitK, 3>(p, shape, stream, order);
+}
+
 template <bool kSplitK>
 Status launch_stream_split(const GemmParams& p, int num_sms, cudaStream_t stream, LaunchOrder order) {
   return weight_streamer_chunks(p.epilogue == EpilogueKind::kSwiGLU, p.n, p.k, p.num_tokens, p.top_k, p.num_experts,
                                 p.stream_splits, num_sms) == 2
-             ? launch_stream<2, kSplitK>(p, num_sms, stream, order)
-             : launch_stream<1, kSplitK>(p, num_sms, stream, order);
+             ? launch_stream_occupancy<2, kSplitK>(p, num_sms, stream, order)
+             : launch_stream_occupancy<1, kSplitK>(p, num_sms, stream, order);
 }
 
 }  // namespace
@@ -549,9 +557,23 @@ int32_t choose_stream_splits(int64_t num_tokens, int64_t k) {
   return 1;
 }
 
+// Four CTAs and their reservations within an SM's 228 KB of shared memory.
+static_assert(4 * (kStreamFourCtaBytes + sizeof(StreamShared<2>) + 1024) <= 228 * 1024 &&
+                  sizeof(StreamShared<1>) <= sizeof(StreamShared<2>),
+              "four streamer CTAs per SM do not fit");
+
+int weight_streamer_ctas_per_sm(size_t stage_bytes, size_t staged_bytes, int64_t grid_ctas, int num_sms) {
+  const bool three_forced = forced_splits("NVFP4MOE_STREAM_CTAS_PER_SM") == 3;  // experiments and tests only
+  if (!three_forced && staged_bytes > 0 && grid_ctas > 3 * int64_t(num_sms) &&
+      staged_bytes + 3 * stage_bytes <= kStreamFourCtaBytes)
+    return 4;
+  if (grid_ctas > 2 * int64_t(num_sms) && staged_bytes + 4 * stage_bytes <= kStreamSmallCtaBytes) return 3;
+  return 2;
+}
+
 int weight_streamer_stages(size_t stage_bytes, size_t staged_bytes, int64_t grid_ctas, int num_sms) {
-  const bool three_fit = staged_bytes + 4 * stage_bytes <= kStreamSmallCtaBytes;
-  const size_t budget = grid_ctas > 2 * int64_t(num_sms) && three_fit ? kStreamSmallCtaBytes : kStreamTwoCtaBytes;
+  const int per_sm = weight_streamer_ctas_per_sm(stage_bytes, staged_bytes, grid_ctas, num_sms);
+  const size_t budget = per_sm == 4 ? kStreamFourCtaBytes : per_sm == 3 ? kStreamSmallCtaBytes : kStreamTwoCtaBytes;
   return int(std::min<size_t>(kMaxStages, (budget - std::min(budget, staged_bytes)) / stage_bytes));
 }
 
@@ -563,6 +585,7 @@ StreamerLaunchShape weight_streamer_launch_shape(int64_t n, int64_t k, int64_t n
   shape.stage_bytes = weight_streamer_stage_bytes(chunks, staged_rows ? 0 : num_tokens);
   shape.staged_pitch = staged_rows ? weight_streamer_staged_pitch(shape.split_blocks) : 0;
   shape.staged_bytes = size_t(staged_rows) * shape.staged_pitch;
+  shape.ctas_per_sm = weight_streamer_ctas_per_sm(shape.stage_bytes, shape.staged_bytes, shape.ctas, num_sms);
   shape.stages = weight_streamer_stages(shape.stage_bytes, shape.staged_bytes, shape.ctas, num_sms);
   return shape;
 }

@@ -470,6 +470,42 @@ TEST_F(GpuMulMatId, WeightStreamerChunkFormsAreRightAndRepeatable) {
     }
 }
 
+// Four streamer CTAs per SM (where rows are staged whole and the grid has
+// more than three per SM) against three (NVFP4MOE_STREAM_CTAS_PER_SM=3):
+// the same code under another register budget, so the same bits, within
+// the F32 bound. N = 4096, K = 2048, k = 8 at T = 1 (512 one-chunk CTAs,
+// deepseek's gate_up shape at a shorter K) and, per slot, N = 2048, K = 768
+// at T = 4 (512 two-chunk CTAs: qwen3's down), F32 and BF16 x.
+TEST_F(GpuMulMatId, WeightStreamerFourCtasPerSmSameBits) {
+  struct Shape { int64_t E, N, K, T, k; bool per_slot; };
+  for (const Shape& sh : {Shape{8, 4096, 2048, 1, 8, false}, Shape{64, 2048, 768, 4, 8, true}})
+    for (DType xd : {DType::kF32, DType::kBF16}) {
+      const Case c{sh.E, sh.N, sh.K, sh.T, sh.k, sh.per_slot, xd};
+      ASSERT_TRUE(cuda::use_weight_streamer(c.T, c.N, c.K));
+      const int32_t chunks = cuda::weight_streamer_chunks(false, c.N, c.K, c.T, c.k, c.E, 1, ctx->num_sms());
+      const cuda::StreamerLaunchShape shape = cuda::weight_streamer_launch_shape(
+          c.N, c.K, c.T, c.k, chunks, 1, cuda::streamer_staged_rows(c.T, c.K, false), ctx->num_sms());
+      ASSERT_EQ(4, shape.ctas_per_sm) << shape.ctas << " CTAs on " << ctx->num_sms() << " SMs";
+      std::mt19937_64 rng(test_seed() + uint64_t(c.N + c.T));
+      const ExpertWeights w = random_weights(rng, c.E, c.N, c.K);
+      cuda::DeviceExpertWeights dw;
+      ASSERT_OK(cuda::upload_expert_weights(w.view(), &dw));
+      const std::vector<int32_t> ids = random_ids(rng, c.T, c.k, c.E);
+      CaseRun runs[2];
+      for (int i = 0; i < 2; ++i) {
+        SCOPED_TRACE(std::string("N = ") + std::to_string(c.N) + (xd == DType::kF32 ? ", F32 x, " : ", BF16 x, ") +
+                     (i == 0 ? "four" : "three") + " CTAs per SM");
+        const ScopedEnv forced("NVFP4MOE_STREAM_CTAS_PER_SM", i == 0 ? nullptr : "3");
+        std::mt19937_64 rng_x = rng;  // the same x for both
+        run_case(c, rng_x, ids, w, dw, &runs[i]);
+        if (HasFatalFailure()) return;
+        EXPECT_LE(runs[i].nmse, kNmseF32Out) << runs[i].wrong;
+      }
+      EXPECT_EQ(0, std::memcmp(runs[0].y.data(), runs[1].y.data(), runs[0].y.size() * 4))
+          << "four and three CTAs per SM gave other bits";
+    }
+}
+
 // The same inputs launched again and again give the same bits: shapes whose
 // rings refill slots within a CTA (the streamer at qwen3's down and gate_up
 // at T = 8, each slot filled several times per CTA; the GEMM at

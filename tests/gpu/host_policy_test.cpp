@@ -246,8 +246,12 @@ TEST(CudaHostPolicy, StreamerStagesSmallBatchRows) {
   const cuda::StreamerLaunchShape mixtral_down_3 = cuda::weight_streamer_launch_shape(4096, 14336, 3, 2, 1, 1, 0, 132);
   EXPECT_EQ(cuda::weight_streamer_stage_bytes(1, 3), mixtral_down_3.stage_bytes);
   EXPECT_EQ(size_t(0), mixtral_down_3.staged_bytes);
-  // qwen3 gate_up (K = 2048, 4 KB) in 1000 CTAs: three per SM, 6 stages.
-  EXPECT_EQ(6, cuda::weight_streamer_stages(9216, 4096, 1000, 132));
+  // A row of K = 2048 (4 KB) in 1000 CTAs: four per SM, 4 stages; in 700,
+  // three per SM, 6 stages.
+  EXPECT_EQ(4, cuda::weight_streamer_ctas_per_sm(9216, 4112, 1000, 132));
+  EXPECT_EQ(4, cuda::weight_streamer_stages(9216, 4112, 1000, 132));
+  EXPECT_EQ(3, cuda::weight_streamer_ctas_per_sm(9216, 4112, 396, 132));
+  EXPECT_EQ(6, cuda::weight_streamer_stages(9216, 4112, 396, 132));
   for (int64_t kb = 1; kb <= 480; ++kb) {
     for (int64_t T = 1; T <= cuda::kStreamKernelMaxTokens; ++T)
       for (bool f32 : {false, true}) {
@@ -256,12 +260,40 @@ TEST(CudaHostPolicy, StreamerStagesSmallBatchRows) {
         if (f32) EXPECT_LE(rows, 1);
         const size_t staged = size_t(rows) * cuda::weight_streamer_staged_pitch(kb);
         for (int64_t grid : {1, 1000}) {
+          const int per_sm = cuda::weight_streamer_ctas_per_sm(9216, staged, grid, 132);
           const int s = cuda::weight_streamer_stages(9216, staged, grid, 132);
-          EXPECT_GE(s, 4) << kb << " " << T;
-          EXPECT_LE(staged + size_t(s) * 9216, cuda::kStreamTwoCtaBytes) << kb << " " << T;
+          EXPECT_GE(s, per_sm == 4 ? 3 : 4) << kb << " " << T;
+          EXPECT_LE(staged + size_t(s) * 9216, per_sm == 4   ? cuda::kStreamFourCtaBytes
+                                               : per_sm == 3 ? cuda::kStreamSmallCtaBytes
+                                                             : cuda::kStreamTwoCtaBytes)
+              << kb << " " << T;
         }
       }
   }
+}
+
+// Four streamer CTAs share an SM where the rows are staged whole and the
+// grid has more than three per SM: deepseek gate_up at T = 1 (512 one-chunk
+// CTAs, one wave of 4 x 132 instead of 1.29 of 3 x 132), 3 slots beside its
+// 14 KB row. Where the ring carries the rows (mixtral down at T = 4, 512
+// CTAs) three share an SM; so do grids of at most three per SM.
+TEST(CudaHostPolicy, FourStreamerCtasPerSmOnlyWithStagedRows) {
+  const cuda::StreamerLaunchShape deepseek_gate_up =
+      cuda::weight_streamer_launch_shape(4096, 7168, 1, 8, 1, 1, cuda::streamer_staged_rows(1, 7168, false), 132);
+  EXPECT_EQ(512, deepseek_gate_up.ctas);
+  EXPECT_EQ(4, deepseek_gate_up.ctas_per_sm);
+  EXPECT_EQ(3, deepseek_gate_up.stages);
+  EXPECT_LE(deepseek_gate_up.staged_bytes + 3 * deepseek_gate_up.stage_bytes, cuda::kStreamFourCtaBytes);
+  const cuda::StreamerLaunchShape mixtral_down =
+      cuda::weight_streamer_launch_shape(4096, 14336, 4, 2, 1, 1, cuda::streamer_staged_rows(4, 14336, false), 132);
+  EXPECT_EQ(512, mixtral_down.ctas);
+  EXPECT_EQ(size_t(0), mixtral_down.staged_bytes);
+  EXPECT_EQ(3, mixtral_down.ctas_per_sm);
+  const cuda::StreamerLaunchShape gpt_oss_gate_up =  // 360 CTAs: at most three per SM
+      cuda::weight_streamer_launch_shape(5760, 2880, 1, 4, 1, 1, cuda::streamer_staged_rows(1, 2880, false), 132);
+  EXPECT_EQ(360, gpt_oss_gate_up.ctas);
+  EXPECT_EQ(3, gpt_oss_gate_up.ctas_per_sm);
+  EXPECT_EQ(2, cuda::weight_streamer_ctas_per_sm(9216, 4112, 264, 132));
 }
 
 // A ring slot is a stage's weights and one activation row per token (up to
