@@ -211,19 +211,26 @@ inline constexpr int32_t kStreamKernelMaxTokens = 8;
 inline constexpr size_t kStreamStageWeightBytes = 4 * kSm90ChunkBytes;  // 4 K blocks of 64 rows
 inline constexpr size_t kStreamSmallCtaBytes = 60 * 1024;
 inline constexpr size_t kStreamTwoCtaBytes = 96 * 1024;
-// Four CTAs per SM (weight_streamer_ctas_per_sm): where the rows are staged
-// whole, the grid has more than three CTAs per SM and three slots fit
-// beside the rows in kStreamFourCtaBytes, as many slots as fit there.
+// Four CTAs per SM (weight_streamer_ctas_per_sm): at T = 1 (each of the
+// grid's CTAs works: a token's k ids name k experts), where the row is
+// staged whole, the grid has more than three CTAs per SM and three slots fit
+// beside the row in kStreamFourCtaBytes, as many slots as fit there.
 // NOTES: H200 probe (bench/results/2026-12-04-h200-probe-streamer-four-
 // ctas-per-sm.json, in a graph): four per SM for every grid of more than
 // three ran deepseek gate_up T = 1 1.22x (512 CTAs: one wave of 528 instead
 // of 1.29 waves of 396; two-chunk CTAs, 256 in one wave, 1.22x too but
-// 0.57-0.93x on mixtral and qwen3), deepseek down T = 1, 2 1.11x, 1.05x,
-// mixtral gate_up T = 1, 2 1.04x, 1.06x, qwen3 down T = 4 1.28x, and lost
-// where the ring carries the rows (mixtral down T = 4, 8 0.89x, 0.93x;
-// qwen3 gate_up T = 8 0.91x), hence the staged-rows condition. The
-// registers for four (__launch_bounds__ 4: 48-53, no spills) alone cost
-// 0.97-1.01x where the grid stays at three, hence a kernel instance each.
+// 0.57-0.93x on mixtral and qwen3), and lost where the ring carries the
+// rows (mixtral down T = 4, 8 0.89x, 0.93x; qwen3 gate_up T = 8 0.91x). The
+// A/B of four per SM for staged rows at any T (bench/results/2026-12-04-
+// h200-ab-streamer-four-ctas-per-sm.json): T = 1 1.04-1.25x (deepseek
+// gate_up 1.25x, down 1.12x, mixtral's layer 1.14x, F32 x up to 1.10x), none
+// lost; T = 2-4 gained with uniform routing (qwen3 down T = 4 1.30x, mixtral
+// gate_up T = 2 1.10x) and lost with Zipf (0.88-0.94x: mixtral gate_up T = 2,
+// deepseek down T = 2, qwen3 down T = 4), whose few hit experts leave the
+// grid's CTAs idle, and their shallower rings to the rest: the grid cannot
+// tell the two apart, so from T = 2 three share an SM. The registers for
+// four (__launch_bounds__ 4: 48-53, no spills) alone cost 0.97-1.01x where
+// the grid stays at three, hence a kernel instance each.
 // NVFP4MOE_STREAM_CTAS_PER_SM=3 keeps four from sharing an SM, for tests:
 // the two instances give the same bits.
 inline constexpr size_t kStreamFourCtaBytes = 45 * 1024;
@@ -239,8 +246,9 @@ inline constexpr size_t weight_streamer_stage_bytes(int32_t chunks, int64_t num_
 }
 // Beside the ring, rows staged whole (staged_bytes; see
 // streamer_staged_rows) come out of the same budget.
-int weight_streamer_ctas_per_sm(size_t stage_bytes, size_t staged_bytes, int64_t grid_ctas, int num_sms);
-int weight_streamer_stages(size_t stage_bytes, size_t staged_bytes, int64_t grid_ctas, int num_sms);
+int weight_streamer_ctas_per_sm(size_t stage_bytes, size_t staged_bytes, int64_t grid_ctas, int64_t num_tokens,
+                                int num_sms);
+int weight_streamer_stages(size_t stage_bytes, size_t staged_bytes, int ctas_per_sm);
 // Bytes between staged rows of k_blocks K blocks: BF16 and 16 more, for
 // the same banks as weight_streamer_x_pitch.
 inline constexpr size_t weight_streamer_staged_pitch(int64_t k_blocks) { return size_t(k_blocks) * 128 + 16; }

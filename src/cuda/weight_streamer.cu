@@ -562,18 +562,20 @@ static_assert(4 * (kStreamFourCtaBytes + sizeof(StreamShared<2>) + 1024) <= 228 
                   sizeof(StreamShared<1>) <= sizeof(StreamShared<2>),
               "four streamer CTAs per SM do not fit");
 
-int weight_streamer_ctas_per_sm(size_t stage_bytes, size_t staged_bytes, int64_t grid_ctas, int num_sms) {
+int weight_streamer_ctas_per_sm(size_t stage_bytes, size_t staged_bytes, int64_t grid_ctas, int64_t num_tokens,
+                                int num_sms) {
   const bool three_forced = forced_splits("NVFP4MOE_STREAM_CTAS_PER_SM") == 3;  // experiments and tests only
-  if (!three_forced && staged_bytes > 0 && grid_ctas > 3 * int64_t(num_sms) &&
+  if (!three_forced && num_tokens == 1 && staged_bytes > 0 && grid_ctas > 3 * int64_t(num_sms) &&
       staged_bytes + 3 * stage_bytes <= kStreamFourCtaBytes)
     return 4;
   if (grid_ctas > 2 * int64_t(num_sms) && staged_bytes + 4 * stage_bytes <= kStreamSmallCtaBytes) return 3;
   return 2;
 }
 
-int weight_streamer_stages(size_t stage_bytes, size_t staged_bytes, int64_t grid_ctas, int num_sms) {
-  const int per_sm = weight_streamer_ctas_per_sm(stage_bytes, staged_bytes, grid_ctas, num_sms);
-  const size_t budget = per_sm == 4 ? kStreamFourCtaBytes : per_sm == 3 ? kStreamSmallCtaBytes : kStreamTwoCtaBytes;
+int weight_streamer_stages(size_t stage_bytes, size_t staged_bytes, int ctas_per_sm) {
+  const size_t budget = ctas_per_sm == 4   ? kStreamFourCtaBytes
+                        : ctas_per_sm == 3 ? kStreamSmallCtaBytes
+                                           : kStreamTwoCtaBytes;
   return int(std::min<size_t>(kMaxStages, (budget - std::min(budget, staged_bytes)) / stage_bytes));
 }
 
@@ -585,8 +587,9 @@ StreamerLaunchShape weight_streamer_launch_shape(int64_t n, int64_t k, int64_t n
   shape.stage_bytes = weight_streamer_stage_bytes(chunks, staged_rows ? 0 : num_tokens);
   shape.staged_pitch = staged_rows ? weight_streamer_staged_pitch(shape.split_blocks) : 0;
   shape.staged_bytes = size_t(staged_rows) * shape.staged_pitch;
-  shape.ctas_per_sm = weight_streamer_ctas_per_sm(shape.stage_bytes, shape.staged_bytes, shape.ctas, num_sms);
-  shape.stages = weight_streamer_stages(shape.stage_bytes, shape.staged_bytes, shape.ctas, num_sms);
+  shape.ctas_per_sm =
+      weight_streamer_ctas_per_sm(shape.stage_bytes, shape.staged_bytes, shape.ctas, num_tokens, num_sms);
+  shape.stages = weight_streamer_stages(shape.stage_bytes, shape.staged_bytes, shape.ctas_per_sm);
   return shape;
 }
 

@@ -470,15 +470,15 @@ TEST_F(GpuMulMatId, WeightStreamerChunkFormsAreRightAndRepeatable) {
     }
 }
 
-// Four streamer CTAs per SM (where rows are staged whole and the grid has
-// more than three per SM) against three (NVFP4MOE_STREAM_CTAS_PER_SM=3):
-// the same code under another register budget, so the same bits, within
-// the F32 bound. N = 4096, K = 2048, k = 8 at T = 1 (512 one-chunk CTAs,
-// deepseek's gate_up shape at a shorter K) and, per slot, N = 2048, K = 768
-// at T = 4 (512 two-chunk CTAs: qwen3's down), F32 and BF16 x.
+// Four streamer CTAs per SM (at T = 1, where the row is staged whole and
+// the grid has more than three per SM) against three
+// (NVFP4MOE_STREAM_CTAS_PER_SM=3): the same code under another register
+// budget, so the same bits, within the F32 bound. N = 4096, K = 2048, k = 8
+// (512 one-chunk CTAs, deepseek's gate_up shape at a shorter K) and, per
+// slot, N = 8192, K = 768 (512 two-chunk CTAs), F32 and BF16 x.
 TEST_F(GpuMulMatId, WeightStreamerFourCtasPerSmSameBits) {
   struct Shape { int64_t E, N, K, T, k; bool per_slot; };
-  for (const Shape& sh : {Shape{8, 4096, 2048, 1, 8, false}, Shape{64, 2048, 768, 4, 8, true}})
+  for (const Shape& sh : {Shape{8, 4096, 2048, 1, 8, false}, Shape{16, 8192, 768, 1, 8, true}})
     for (DType xd : {DType::kF32, DType::kBF16}) {
       const Case c{sh.E, sh.N, sh.K, sh.T, sh.k, sh.per_slot, xd};
       ASSERT_TRUE(cuda::use_weight_streamer(c.T, c.N, c.K));

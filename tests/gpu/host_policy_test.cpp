@@ -246,12 +246,13 @@ TEST(CudaHostPolicy, StreamerStagesSmallBatchRows) {
   const cuda::StreamerLaunchShape mixtral_down_3 = cuda::weight_streamer_launch_shape(4096, 14336, 3, 2, 1, 1, 0, 132);
   EXPECT_EQ(cuda::weight_streamer_stage_bytes(1, 3), mixtral_down_3.stage_bytes);
   EXPECT_EQ(size_t(0), mixtral_down_3.staged_bytes);
-  // A row of K = 2048 (4 KB) in 1000 CTAs: four per SM, 4 stages; in 700,
-  // three per SM, 6 stages.
-  EXPECT_EQ(4, cuda::weight_streamer_ctas_per_sm(9216, 4112, 1000, 132));
-  EXPECT_EQ(4, cuda::weight_streamer_stages(9216, 4112, 1000, 132));
-  EXPECT_EQ(3, cuda::weight_streamer_ctas_per_sm(9216, 4112, 396, 132));
-  EXPECT_EQ(6, cuda::weight_streamer_stages(9216, 4112, 396, 132));
+  // A row of K = 2048 (4 KB) at T = 1 in 1000 CTAs: four per SM, 4 stages;
+  // in 396 (or at T = 2), three per SM, 6 stages.
+  EXPECT_EQ(4, cuda::weight_streamer_ctas_per_sm(9216, 4112, 1000, 1, 132));
+  EXPECT_EQ(4, cuda::weight_streamer_stages(9216, 4112, 4));
+  EXPECT_EQ(3, cuda::weight_streamer_ctas_per_sm(9216, 4112, 396, 1, 132));
+  EXPECT_EQ(3, cuda::weight_streamer_ctas_per_sm(9216, 2 * 4112, 1000, 2, 132));
+  EXPECT_EQ(6, cuda::weight_streamer_stages(9216, 4112, 3));
   for (int64_t kb = 1; kb <= 480; ++kb) {
     for (int64_t T = 1; T <= cuda::kStreamKernelMaxTokens; ++T)
       for (bool f32 : {false, true}) {
@@ -260,8 +261,8 @@ TEST(CudaHostPolicy, StreamerStagesSmallBatchRows) {
         if (f32) EXPECT_LE(rows, 1);
         const size_t staged = size_t(rows) * cuda::weight_streamer_staged_pitch(kb);
         for (int64_t grid : {1, 1000}) {
-          const int per_sm = cuda::weight_streamer_ctas_per_sm(9216, staged, grid, 132);
-          const int s = cuda::weight_streamer_stages(9216, staged, grid, 132);
+          const int per_sm = cuda::weight_streamer_ctas_per_sm(9216, staged, grid, T, 132);
+          const int s = cuda::weight_streamer_stages(9216, staged, per_sm);
           EXPECT_GE(s, per_sm == 4 ? 3 : 4) << kb << " " << T;
           EXPECT_LE(staged + size_t(s) * 9216, per_sm == 4   ? cuda::kStreamFourCtaBytes
                                                : per_sm == 3 ? cuda::kStreamSmallCtaBytes
@@ -272,12 +273,14 @@ TEST(CudaHostPolicy, StreamerStagesSmallBatchRows) {
   }
 }
 
-// Four streamer CTAs share an SM where the rows are staged whole and the
-// grid has more than three per SM: deepseek gate_up at T = 1 (512 one-chunk
+// Four streamer CTAs share an SM at T = 1 where the row is staged whole and
+// the grid has more than three per SM: deepseek gate_up (512 one-chunk
 // CTAs, one wave of 4 x 132 instead of 1.29 of 3 x 132), 3 slots beside its
-// 14 KB row. Where the ring carries the rows (mixtral down at T = 4, 512
-// CTAs) three share an SM; so do grids of at most three per SM.
-TEST(CudaHostPolicy, FourStreamerCtasPerSmOnlyWithStagedRows) {
+// 14 KB row. Three share an SM where the ring carries the rows (mixtral
+// down at T = 4, 512 CTAs), from T = 2 with staged rows (qwen3 down at
+// T = 4, 512 two-chunk CTAs: how many work depends on the routing), and
+// where the grid has at most three per SM.
+TEST(CudaHostPolicy, FourStreamerCtasPerSmAtOneTokenWithStagedRow) {
   const cuda::StreamerLaunchShape deepseek_gate_up =
       cuda::weight_streamer_launch_shape(4096, 7168, 1, 8, 1, 1, cuda::streamer_staged_rows(1, 7168, false), 132);
   EXPECT_EQ(512, deepseek_gate_up.ctas);
@@ -289,11 +292,16 @@ TEST(CudaHostPolicy, FourStreamerCtasPerSmOnlyWithStagedRows) {
   EXPECT_EQ(512, mixtral_down.ctas);
   EXPECT_EQ(size_t(0), mixtral_down.staged_bytes);
   EXPECT_EQ(3, mixtral_down.ctas_per_sm);
+  const cuda::StreamerLaunchShape qwen3_down =
+      cuda::weight_streamer_launch_shape(2048, 768, 4, 8, 2, 1, cuda::streamer_staged_rows(4, 768, false), 132);
+  EXPECT_EQ(512, qwen3_down.ctas);
+  EXPECT_EQ(size_t(4 * 1552), qwen3_down.staged_bytes);
+  EXPECT_EQ(3, qwen3_down.ctas_per_sm);
   const cuda::StreamerLaunchShape gpt_oss_gate_up =  // 360 CTAs: at most three per SM
       cuda::weight_streamer_launch_shape(5760, 2880, 1, 4, 1, 1, cuda::streamer_staged_rows(1, 2880, false), 132);
   EXPECT_EQ(360, gpt_oss_gate_up.ctas);
   EXPECT_EQ(3, gpt_oss_gate_up.ctas_per_sm);
-  EXPECT_EQ(2, cuda::weight_streamer_ctas_per_sm(9216, 4112, 264, 132));
+  EXPECT_EQ(2, cuda::weight_streamer_ctas_per_sm(9216, 4112, 264, 1, 132));
 }
 
 // A ring slot is a stage's weights and one activation row per token (up to
@@ -308,15 +316,18 @@ TEST(CudaHostPolicy, WeightStreamerRingFitsItsBudget) {
   EXPECT_EQ(size_t(9216 + 8 * 528), cuda::weight_streamer_stage_bytes(1, 8));  // 13440: whole 128 B
   EXPECT_EQ(cuda::weight_streamer_stage_bytes(1, 8), cuda::weight_streamer_stage_bytes(1, 100));
   EXPECT_EQ(size_t(10112), cuda::weight_streamer_stage_bytes(2, 3));  // 9216 + 3 x 272 = 10032
-  EXPECT_EQ(6, cuda::weight_streamer_stages(cuda::weight_streamer_stage_bytes(1, 1), 0, 1000, 132));
-  EXPECT_EQ(8, cuda::weight_streamer_stages(cuda::weight_streamer_stage_bytes(1, 1), 0, 264, 132));
-  EXPECT_EQ(4, cuda::weight_streamer_stages(cuda::weight_streamer_stage_bytes(1, 8), 0, 1000, 132));
-  EXPECT_EQ(7, cuda::weight_streamer_stages(cuda::weight_streamer_stage_bytes(1, 8), 0, 100, 132));
+  const auto stages = [](size_t slot, int64_t T, int64_t grid) {
+    return cuda::weight_streamer_stages(slot, 0, cuda::weight_streamer_ctas_per_sm(slot, 0, grid, T, 132));
+  };
+  EXPECT_EQ(6, stages(cuda::weight_streamer_stage_bytes(1, 1), 1, 1000));
+  EXPECT_EQ(8, stages(cuda::weight_streamer_stage_bytes(1, 1), 1, 264));
+  EXPECT_EQ(4, stages(cuda::weight_streamer_stage_bytes(1, 8), 8, 1000));
+  EXPECT_EQ(7, stages(cuda::weight_streamer_stage_bytes(1, 8), 8, 100));
   for (int32_t chunks : {1, 2})
     for (int64_t T = 1; T <= cuda::kStreamKernelMaxTokens; ++T)
       for (int64_t grid : {1, 264, 265, 10000}) {
         const size_t slot = cuda::weight_streamer_stage_bytes(chunks, T);
-        const int s = cuda::weight_streamer_stages(slot, 0, grid, 132);
+        const int s = stages(slot, T, grid);
         EXPECT_EQ(size_t(0), slot % 128);
         EXPECT_GE(slot, cuda::kStreamStageWeightBytes + size_t(T) * cuda::weight_streamer_x_pitch(chunks));
         EXPECT_GE(s, 4) << chunks << " chunks, T " << T;
