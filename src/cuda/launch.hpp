@@ -300,7 +300,9 @@ inline int64_t weight_streamer_ctas(int64_t n, int32_t chunks, int64_t num_token
 // row block and hit expert, of which there are at most min(E, T * k)) still
 // number kStreamTwoChunkMinWaves per SM, so that each CTA's fixed cost (the
 // ids, the first bytes, the epilogue) covers twice the
-// weights; else one. A function of shapes, T and the SM count, never of the
+// weights; at T = 1 where one-chunk CTAs would take more than one wave of
+// four per SM and two-chunk ones take one (weight_streamer_ctas_per_sm);
+// else one. A function of shapes, T and the SM count, never of the
 // routing: one chunk deals a row's K blocks to two warps and adds their sums,
 // two chunks sum them in one warp, so the two agree to fp32 rounding, not
 // bit for bit.
@@ -320,7 +322,14 @@ inline int64_t weight_streamer_ctas(int64_t n, int32_t chunks, int64_t num_token
 // where N holds whole pairs of blocks. Counting the grid instead (every
 // pair's CTAs, most of which find their expert taken) put mixtral's down at
 // T = 8 (8 experts, 256 working CTAs) in two chunks: 0.82x of the plan path
-// (bench/results/2026-12-03-h200-ab-streamer-ring-x.json).
+// (bench/results/2026-12-03-h200-ab-streamer-ring-x.json). With four CTAs
+// per SM at T = 1 (probe, bench/results/2026-12-04-h200-probe-streamer-t1-
+// two-chunks-four-per-sm.json, in a graph): two chunks ran deepseek's down
+// 1.12x (896 one-chunk CTAs, 1.7 waves of four per SM, against 448 in one)
+// and mixtral's gate_up 1.06x (the same counts); deepseek's gate_up (512
+// one-chunk CTAs, one wave) 1.00x; where the two-chunk grid leaves SMs
+// short of CTAs they lost as before (mixtral down 0.57x, gpt-oss gate_up
+// 0.91x, qwen3 gate_up 0.94x).
 inline constexpr int64_t kStreamTwoChunkMaxK = 1024, kStreamTwoChunkMinTokens = 2, kStreamTwoChunkMinWaves = 2;
 inline int32_t weight_streamer_chunks(bool swiglu, int64_t n, int64_t k, int64_t num_tokens, int64_t top_k,
                                       int64_t num_experts, int32_t splits, int num_sms) {
@@ -328,6 +337,17 @@ inline int32_t weight_streamer_chunks(bool swiglu, int64_t n, int64_t k, int64_t
   if (n % 128 != 0) return 1;
   if (const int64_t forced = forced_splits("NVFP4MOE_STREAM_CHUNKS")) return forced >= 2 ? 2 : 1;
   if (k <= kStreamTwoChunkMaxK) return 2;
+  if (num_tokens == 1) {
+    const int64_t two_chunk_ctas = weight_streamer_ctas(n, 2, 1, top_k) * splits;
+    const int64_t wave = 4 * int64_t(num_sms);
+    const size_t staged = size_t(streamer_staged_rows(1, k, false)) *
+                          weight_streamer_staged_pitch((k / 64 + splits - 1) / splits);
+    return 2 * two_chunk_ctas > wave && two_chunk_ctas <= wave &&
+                   weight_streamer_ctas_per_sm(weight_streamer_stage_bytes(2, 0), staged, two_chunk_ctas, 1,
+                                               num_sms) == 4
+               ? 2
+               : 1;
+  }
   const int64_t hit_bound = std::min(num_tokens * top_k, num_experts);
   return num_tokens >= kStreamTwoChunkMinTokens &&
                  n / 128 * hit_bound * splits >= kStreamTwoChunkMinWaves * int64_t(num_sms)

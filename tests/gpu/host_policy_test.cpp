@@ -337,9 +337,10 @@ TEST(CudaHostPolicy, WeightStreamerRingFitsItsBudget) {
 }
 
 // Two chunks per streamer CTA for SwiGLU and, with N in whole 128-row
-// blocks, for K <= 1024 (qwen3 down, K = 768) or from T = 2 where the
+// blocks, for K <= 1024 (qwen3 down, K = 768), from T = 2 where the
 // two-chunk CTAs that can work (row blocks x min(E, T * k)) are two per SM
-// (H200, 132 SMs: 264), else one. The
+// (H200, 132 SMs: 264), and at T = 1 where they fit one wave of four per
+// SM (528) and one-chunk CTAs do not, else one. The
 // layer's down streamer
 // overlaps gate_up with more CTAs than SMs, or where each
 // CTA's slab fits its ring: gpt-oss down (2880 rows, k = 4) at T = 1 (180
@@ -354,7 +355,12 @@ TEST(CudaHostPolicy, StreamerChunksAndOverlap) {
   EXPECT_EQ(1, chunks(false, 1536, 2048, 2, 8, 128));   // qwen3 gate_up without SwiGLU: 192 two-chunk CTAs
   EXPECT_EQ(2, chunks(false, 1536, 2048, 3, 8, 128));   // ... 288
   EXPECT_EQ(1, chunks(false, 1536, 2048, 3, 8, 21));    // ... at most 21 experts: 252
-  EXPECT_EQ(1, chunks(false, 7168, 2048, 1, 8, 256));   // deepseek down: one token
+  EXPECT_EQ(2, chunks(false, 7168, 2048, 1, 8, 256));   // deepseek down, one token: 448 CTAs, four per SM
+  EXPECT_EQ(1, chunks(false, 4096, 7168, 1, 8, 256));   // deepseek gate_up without SwiGLU: 512 one-chunk CTAs
+  EXPECT_EQ(2, chunks(false, 28672, 4096, 1, 2, 8));    // mixtral gate_up without SwiGLU: 448 (896 in one chunk)
+  EXPECT_EQ(1, chunks(false, 5760, 2880, 1, 4, 32));    // gpt-oss gate_up: 360 one-chunk CTAs
+  EXPECT_EQ(1, chunks(false, 4096, 14336, 1, 2, 8));    // mixtral down: 128
+  EXPECT_EQ(1, chunks(false, 14336, 4096, 1, 8, 64));   // 1792 one-chunk CTAs: 896 is still two waves
   EXPECT_EQ(2, chunks(false, 7168, 2048, 2, 8, 256));   // ... 896 two-chunk CTAs
   EXPECT_EQ(2, chunks(false, 5760, 2880, 2, 4, 32));    // gpt-oss gate_up: 360
   EXPECT_EQ(1, chunks(false, 2880, 2880, 8, 4, 32));    // gpt-oss down: N not in 128-row blocks
