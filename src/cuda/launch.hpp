@@ -176,7 +176,7 @@ int32_t choose_k_splits(int64_t num_tokens, int64_t top_k, int64_t num_experts, 
 // down 1.09-1.22x, gate_up 0.92-1.26x, geomean 1.05x), where the plan's
 // launch weighs on calls of 20-75 us; deepseek and mixtral's gate_up lose
 // (0.71-0.94x), gpt-oss is mixed (0.78-1.22x). So T = 5-8 streams only
-// experts of at most kStreamSmallExpertElems weights (qwen3: 3.1 M and 1.6 M;
+// experts of at most 4 M weights (qwen3: 3.1 M and 1.6 M;
 // gpt-oss's down 8.3 M). After the two-chunk CTAs at any K (fc37ab1), the
 // streamer for any expert at T = 5-8 against the plan path (probe, bench/
 // results/2026-12-02-h200-ab-streamer-chunks-policy-and-any-expert-t8.json,
@@ -187,10 +187,9 @@ int32_t choose_k_splits(int64_t num_tokens, int64_t top_k, int64_t num_experts, 
 // bench/results/2026-12-03-h200-ab-streamer-ring-x.json, and with one
 // release per slot ...-ab-streamer-one-release-staged-rows.json) T = 8 on
 // deepseek, gpt-oss and mixtral ran 1.11-1.26x of the plan path (gate_up,
-// down and layer), so any expert streams up to T = 8.
+// down and layer), so any expert streams up to T = 8, and the line for
+// small experts (4 M weights) went.
 inline constexpr int32_t kStreamMaxTokens = 8;
-inline constexpr int32_t kStreamAnyExpertMaxTokens = 8;
-inline constexpr int64_t kStreamSmallExpertElems = int64_t(4) << 20;
 inline constexpr int32_t kStreamKernelMaxTokens = 8;
 // A ring of stages, up to 8 (weight_streamer_stages), each a stage's
 // weights (kStreamStageWeightBytes) beside the expert's activation rows
@@ -279,10 +278,14 @@ inline int64_t streamer_staged_rows(int64_t num_tokens, int64_t k, bool x_f32) {
 inline bool streamer_stages_f32_row(int64_t num_tokens, int64_t k) {
   return streamer_staged_rows(num_tokens, k, true) == 1;
 }
-// MUL_MAT_ID of n x k experts over T tokens.
+// MUL_MAT_ID of n x k experts over T tokens: every shape streams up to
+// kStreamMaxTokens (its ring carries the rows of any K); n and k stay in
+// the signature, as the cut has followed the expert's size before (NOTES
+// above).
 inline bool use_weight_streamer(int64_t num_tokens, int64_t n, int64_t k) {
-  const int64_t max_tokens = n * k <= kStreamSmallExpertElems ? kStreamMaxTokens : kStreamAnyExpertMaxTokens;
-  return num_tokens >= 1 && num_tokens <= max_tokens;
+  (void)n;
+  (void)k;
+  return num_tokens >= 1 && num_tokens <= kStreamMaxTokens;
 }
 // The layer streams both GEMMs (gate_up: 2 ffn x hidden, down: hidden x ffn)
 // or neither.

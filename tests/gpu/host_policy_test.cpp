@@ -195,27 +195,24 @@ TEST(CudaHostPolicy, StreamSplitsOnlyWhenForced) {
   ASSERT_EQ(0, unsetenv("NVFP4MOE_STREAM_SPLITS"));
 }
 
-// The streamer takes T <= kStreamAnyExpertMaxTokens, and up to
-// kStreamMaxTokens for experts of at most kStreamSmallExpertElems weights;
-// no K is too long for it (its ring carries the activation rows). The layer
-// streams where both its GEMMs do.
-TEST(CudaHostPolicy, WeightStreamerCutFollowsTokensAndExpertSize) {
+// The streamer takes T <= kStreamMaxTokens for every expert; no K is too
+// long for it (its ring carries the activation rows). The layer streams
+// where both its GEMMs do.
+TEST(CudaHostPolicy, WeightStreamerCutFollowsTokens) {
   EXPECT_TRUE(cuda::use_weight_streamer(1, 1536, 2048));
-  EXPECT_TRUE(cuda::use_weight_streamer(cuda::kStreamAnyExpertMaxTokens, 4096, 14336));  // mixtral down
-  EXPECT_EQ(cuda::kStreamAnyExpertMaxTokens >= 8, cuda::use_weight_streamer(8, 4096, 14336));
-  EXPECT_TRUE(cuda::use_weight_streamer(8, 1536, 2048));  // qwen3 gate_up
-  EXPECT_TRUE(cuda::use_weight_streamer(8, 2048, 768));   // qwen3 down
-  EXPECT_TRUE(cuda::use_weight_streamer(cuda::kStreamAnyExpertMaxTokens, 2880, 2880));  // gpt-oss down
-  EXPECT_EQ(cuda::kStreamAnyExpertMaxTokens >= 7, cuda::use_weight_streamer(7, 2880, 2880));
-  EXPECT_TRUE(cuda::use_weight_streamer(cuda::kStreamAnyExpertMaxTokens, 4096, 7168));  // deepseek gate_up
+  EXPECT_TRUE(cuda::use_weight_streamer(8, 4096, 14336));  // mixtral down
+  EXPECT_TRUE(cuda::use_weight_streamer(8, 1536, 2048));   // qwen3 gate_up
+  EXPECT_TRUE(cuda::use_weight_streamer(8, 2048, 768));    // qwen3 down
+  EXPECT_TRUE(cuda::use_weight_streamer(7, 2880, 2880));   // gpt-oss down
+  EXPECT_TRUE(cuda::use_weight_streamer(8, 4096, 7168));   // deepseek gate_up
   EXPECT_FALSE(cuda::use_weight_streamer(cuda::kStreamMaxTokens + 1, 256, 512));
+  EXPECT_FALSE(cuda::use_weight_streamer(cuda::kStreamMaxTokens + 1, 4096, 14336));
   EXPECT_FALSE(cuda::use_weight_streamer(0, 256, 512));
   EXPECT_TRUE(cuda::use_weight_streamer(1, 64, 1 << 20));  // a K of a million
-  EXPECT_TRUE(cuda::layer_uses_weight_streamer(8, 2048, 768));  // qwen3
-  EXPECT_EQ(cuda::kStreamAnyExpertMaxTokens >= 8, cuda::layer_uses_weight_streamer(8, 7168, 2048));  // deepseek
-  EXPECT_TRUE(cuda::layer_uses_weight_streamer(cuda::kStreamAnyExpertMaxTokens, 7168, 2048));
+  EXPECT_TRUE(cuda::layer_uses_weight_streamer(8, 2048, 768));   // qwen3
+  EXPECT_TRUE(cuda::layer_uses_weight_streamer(8, 7168, 2048));  // deepseek
+  EXPECT_FALSE(cuda::layer_uses_weight_streamer(9, 7168, 2048));
   EXPECT_TRUE(cuda::layer_uses_weight_streamer(2, 4096, 1 << 20));
-  EXPECT_LE(cuda::kStreamAnyExpertMaxTokens, cuda::kStreamMaxTokens);
   EXPECT_LE(cuda::kStreamMaxTokens, cuda::kStreamKernelMaxTokens);
 }
 
