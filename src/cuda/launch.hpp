@@ -244,7 +244,12 @@ inline constexpr size_t weight_streamer_stage_bytes(int32_t chunks, int64_t num_
   return (kStreamStageWeightBytes + size_t(rows) * weight_streamer_x_pitch(chunks) + 127) / 128 * 128;
 }
 // Beside the ring, rows staged whole (staged_bytes; see
-// streamer_staged_rows) come out of the same budget.
+// streamer_staged_rows) come out of the same budget. The policy's four per
+// SM (weight_streamer_four_per_sm) and the occupancy a launch gets, which
+// NVFP4MOE_STREAM_CTAS_PER_SM=3 can hold at three without moving the chunk
+// policy that reads the former.
+bool weight_streamer_four_per_sm(size_t stage_bytes, size_t staged_bytes, int64_t grid_ctas, int64_t num_tokens,
+                                 int num_sms);
 int weight_streamer_ctas_per_sm(size_t stage_bytes, size_t staged_bytes, int64_t grid_ctas, int64_t num_tokens,
                                 int num_sms);
 int weight_streamer_stages(size_t stage_bytes, size_t staged_bytes, int ctas_per_sm);
@@ -304,7 +309,7 @@ inline int64_t weight_streamer_ctas(int64_t n, int32_t chunks, int64_t num_token
 // number kStreamTwoChunkMinWaves per SM, so that each CTA's fixed cost (the
 // ids, the first bytes, the epilogue) covers twice the
 // weights; at T = 1 where one-chunk CTAs would take more than one wave of
-// four per SM and two-chunk ones take one (weight_streamer_ctas_per_sm);
+// four per SM and two-chunk ones take one (weight_streamer_four_per_sm);
 // else one. A function of shapes, T and the SM count, never of the
 // routing: one chunk deals a row's K blocks to two warps and adds their sums,
 // two chunks sum them in one warp, so the two agree to fp32 rounding, not
@@ -346,8 +351,7 @@ inline int32_t weight_streamer_chunks(bool swiglu, int64_t n, int64_t k, int64_t
     const size_t staged = size_t(streamer_staged_rows(1, k, false)) *
                           weight_streamer_staged_pitch((k / 64 + splits - 1) / splits);
     return 2 * two_chunk_ctas > wave && two_chunk_ctas <= wave &&
-                   weight_streamer_ctas_per_sm(weight_streamer_stage_bytes(2, 0), staged, two_chunk_ctas, 1,
-                                               num_sms) == 4
+                   weight_streamer_four_per_sm(weight_streamer_stage_bytes(2, 0), staged, two_chunk_ctas, 1, num_sms)
                ? 2
                : 1;
   }

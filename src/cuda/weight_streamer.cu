@@ -562,11 +562,16 @@ static_assert(4 * (kStreamFourCtaBytes + sizeof(StreamShared<2>) + 1024) <= 228 
                   sizeof(StreamShared<1>) <= sizeof(StreamShared<2>),
               "four streamer CTAs per SM do not fit");
 
+bool weight_streamer_four_per_sm(size_t stage_bytes, size_t staged_bytes, int64_t grid_ctas, int64_t num_tokens,
+                                 int num_sms) {
+  return num_tokens == 1 && staged_bytes > 0 && grid_ctas > 3 * int64_t(num_sms) &&
+         staged_bytes + 3 * stage_bytes <= kStreamFourCtaBytes;
+}
+
 int weight_streamer_ctas_per_sm(size_t stage_bytes, size_t staged_bytes, int64_t grid_ctas, int64_t num_tokens,
                                 int num_sms) {
   const bool three_forced = forced_splits("NVFP4MOE_STREAM_CTAS_PER_SM") == 3;  // experiments and tests only
-  if (!three_forced && num_tokens == 1 && staged_bytes > 0 && grid_ctas > 3 * int64_t(num_sms) &&
-      staged_bytes + 3 * stage_bytes <= kStreamFourCtaBytes)
+  if (!three_forced && weight_streamer_four_per_sm(stage_bytes, staged_bytes, grid_ctas, num_tokens, num_sms))
     return 4;
   if (grid_ctas > 2 * int64_t(num_sms) && staged_bytes + 4 * stage_bytes <= kStreamSmallCtaBytes) return 3;
   return 2;

@@ -299,6 +299,13 @@ TEST(CudaHostPolicy, FourStreamerCtasPerSmAtOneTokenWithStagedRow) {
   EXPECT_EQ(360, gpt_oss_gate_up.ctas);
   EXPECT_EQ(3, gpt_oss_gate_up.ctas_per_sm);
   EXPECT_EQ(2, cuda::weight_streamer_ctas_per_sm(9216, 4112, 264, 1, 132));
+  // Holding the launch at three per SM leaves the chunk policy as it is
+  // (deepseek down at T = 1: two chunks, since four per SM fit them).
+  ASSERT_EQ(0, setenv("NVFP4MOE_STREAM_CTAS_PER_SM", "3", 1));
+  EXPECT_EQ(3, cuda::weight_streamer_ctas_per_sm(9216, 14352, 512, 1, 132));
+  EXPECT_TRUE(cuda::weight_streamer_four_per_sm(9216, 14352, 512, 1, 132));
+  EXPECT_EQ(2, cuda::weight_streamer_chunks(false, 7168, 2048, 1, 8, 256, 1, 132));
+  ASSERT_EQ(0, unsetenv("NVFP4MOE_STREAM_CTAS_PER_SM"));
 }
 
 // A ring slot is a stage's weights and one activation row per token (up to
