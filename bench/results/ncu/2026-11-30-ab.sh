@@ -6,7 +6,8 @@
 # (tag "mid"); this tree is "new".
 #   [AB_REPS=2] bench/results/ncu/2026-11-30-ab.sh OUTDIR "bench args;bench args..."
 # bench/results/ncu/ab2json.py turns OUTDIR/ab.txt into a results file (with the
-# "µs in a graph of 8" column where the bench prints one: T <= 8).
+# "µs in a graph of 8" column where the bench prints one: T <= 8). A case run
+# with --x-dtype f32 has its op tagged -f32x (gate_up-f32x).
 # AB_GPU_TESTS="gtest filter" also runs those GPU tests of the new tree, and
 # AB_RACECHECK="gtest filter" compute-sanitizer racecheck on those: the
 # status run's racecheck found a hazard report that a change's A/B call,
@@ -35,7 +36,9 @@ for rep in $(seq ${AB_REPS:-2}); do
     for c in "${list[@]}"; do
       # shellcheck disable=SC2086
       timeout 120 build-$b/nvfp4moe bench --device cuda $c 2>/dev/null | grep -E "^\| [a-z]" | grep -v "^| preset" |
-        awk -F'|' -v tag="$b" '{printf "%-4s %s %s T=%s %s %s %s us graph %s\n", tag, $2, $3, $4, $5, $6, $7, $11}' | tee -a $out/ab.txt
+        awk -F'|' -v tag="$b" -v sfx="$(case "$c" in *"--x-dtype f32"*) echo -f32x;; esac)" \
+          '{op = $3; gsub(/ /, "", op); printf "%-4s %s %s%s T=%s %s %s %s us graph %s\n", tag, $2, op, sfx, $4, $5, $6, $7, $11}' |
+        tee -a $out/ab.txt
     done
   done
 done

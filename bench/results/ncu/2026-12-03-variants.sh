@@ -4,7 +4,8 @@
 # repetitions), like 2026-11-30-ab.sh but for more than three builds.
 #   [AB_REPS=2] bench/results/ncu/2026-12-03-variants.sh OUTDIR "tag=dir[+VAR=VALUE] ..." "bench args;bench args..."
 # A tree named with +VAR=VALUE runs its bench with that environment variable
-# set (one build per directory).
+# set (one build per directory). Ops of --x-dtype f32 cases are tagged -f32x;
+# bench/results/ncu/variants2json.py makes a results file of OUTDIR/ab.txt.
 set -u
 out=$1; trees=$2; cases=$3; mkdir -p $out
 rm -rf /tmp/nvfp4moe-deps && mkdir -p /tmp/nvfp4moe-deps
@@ -29,7 +30,9 @@ for rep in $(seq ${AB_REPS:-2}); do
     for c in "${list[@]}"; do
       # shellcheck disable=SC2086
       env ${env_of[$b]:-NVFP4MOE_VARIANT=$b} timeout 120 ${dir_of[$b]}/nvfp4moe bench --device cuda $c 2>/dev/null | grep -E "^\| [a-z]" | grep -v "^| preset" |
-        awk -F'|' -v tag="$b" '{printf "%-4s %s %s T=%s %s %s %s us graph %s\n", tag, $2, $3, $4, $5, $6, $7, $11}' | tee -a $out/ab.txt
+        awk -F'|' -v tag="$b" -v sfx="$(case "$c" in *"--x-dtype f32"*) echo -f32x;; esac)" \
+          '{op = $3; gsub(/ /, "", op); printf "%-4s %s %s%s T=%s %s %s %s us graph %s\n", tag, $2, op, sfx, $4, $5, $6, $7, $11}' |
+        tee -a $out/ab.txt
     done
   done
 done
