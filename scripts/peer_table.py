@@ -36,7 +36,7 @@ def main():
                 ours[(b["preset"], b["op"], b["tokens"], b["routing"])] = b
     print("| shape | T | routing | nvfp4moe TFLOP/s | " + " | ".join("vs " + c for c in COLUMNS) + " |")
     print("| --- | ---: | --- | ---: | " + " | ".join("---:" for _ in COLUMNS) + " |")
-    for key in sorted(peers, key=lambda k: (k[0], k[1], k[2], k[3])):
+    for key in sorted(peers):
         b = ours.get(key)
         if b is None:
             continue

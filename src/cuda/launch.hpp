@@ -297,6 +297,17 @@ inline bool use_weight_streamer(int64_t num_tokens, int64_t n, int64_t k) {
 inline bool layer_uses_weight_streamer(int64_t num_tokens, int64_t hidden, int64_t ffn) {
   return use_weight_streamer(num_tokens, 2 * ffn, hidden) && use_weight_streamer(num_tokens, hidden, ffn);
 }
+// A streamer launch's shape, as launch_weight_streamer sizes it: its CTAs,
+// the K blocks of each split, its ring's slot size and stages, and the
+// staged rows' pitch and bytes (staged_rows of the split's K, from
+// streamer_staged_rows: the slots then hold no rows).
+struct StreamerLaunchShape {
+  int64_t ctas = 0, split_blocks = 0;
+  size_t stage_bytes = 0, staged_pitch = 0, staged_bytes = 0;
+  int stages = 0, ctas_per_sm = 0;
+};
+StreamerLaunchShape weight_streamer_launch_shape(int64_t n, int64_t k, int64_t num_tokens, int64_t top_k,
+                                                 int32_t chunks, int32_t splits, int64_t staged_rows, int num_sms);
 // Its grid: row blocks of N (weight_streamer_chunks) x pairs.
 inline int64_t weight_streamer_ctas(int64_t n, int32_t chunks, int64_t num_tokens, int64_t top_k) {
   return n / (64 * chunks) * num_tokens * top_k;
@@ -346,12 +357,11 @@ inline int32_t weight_streamer_chunks(bool swiglu, int64_t n, int64_t k, int64_t
   if (const int64_t forced = forced_splits("NVFP4MOE_STREAM_CHUNKS")) return forced >= 2 ? 2 : 1;
   if (k <= kStreamTwoChunkMaxK) return 2;
   if (num_tokens == 1) {
-    const int64_t two_chunk_ctas = weight_streamer_ctas(n, 2, 1, top_k) * splits;
+    const StreamerLaunchShape two =
+        weight_streamer_launch_shape(n, k, 1, top_k, 2, splits, streamer_staged_rows(1, k, false), num_sms);
     const int64_t wave = 4 * int64_t(num_sms);
-    const size_t staged = size_t(streamer_staged_rows(1, k, false)) *
-                          weight_streamer_staged_pitch((k / 64 + splits - 1) / splits);
-    return 2 * two_chunk_ctas > wave && two_chunk_ctas <= wave &&
-                   weight_streamer_four_per_sm(weight_streamer_stage_bytes(2, 0), staged, two_chunk_ctas, 1, num_sms)
+    return 2 * two.ctas > wave && two.ctas <= wave &&
+                   weight_streamer_four_per_sm(two.stage_bytes, two.staged_bytes, two.ctas, 1, num_sms)
                ? 2
                : 1;
   }
@@ -389,17 +399,6 @@ int32_t choose_stream_splits(int64_t num_tokens, int64_t k);
 // holds: without the overlap its layer ran 0.945x
 // (...-2026-12-01-h200-ab-stream-two-chunks-short-k.json).
 bool streamer_overlap_pays(int64_t n, int64_t k, int64_t num_tokens, int64_t top_k, int64_t num_experts, int num_sms);
-// A streamer launch's shape, as launch_weight_streamer sizes it: its CTAs,
-// the K blocks of each split, its ring's slot size and stages, and the
-// staged rows' pitch and bytes (staged_rows of the split's K, from
-// streamer_staged_rows: the slots then hold no rows).
-struct StreamerLaunchShape {
-  int64_t ctas = 0, split_blocks = 0;
-  size_t stage_bytes = 0, staged_pitch = 0, staged_bytes = 0;
-  int stages = 0, ctas_per_sm = 0;
-};
-StreamerLaunchShape weight_streamer_launch_shape(int64_t n, int64_t k, int64_t num_tokens, int64_t top_k,
-                                                 int32_t chunks, int32_t splits, int64_t staged_rows, int num_sms);
 // With kOverlapPrevious the streamer reads the ids and router weights,
 // checks them and streams its weights before it waits for the previous
 // kernel; it waits before it stages the activations and before any write

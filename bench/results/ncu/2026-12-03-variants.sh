@@ -15,7 +15,7 @@ declare -A dir_of env_of
 for tv in $trees; do
   t=${tv%%=*}; d=${tv#*=}; e=""
   [[ "$d" == *+* ]] && { e=${d#*+}; d=${d%%+*}; }
-  dir_of[$t]=$d; env_of[$t]=$e
+  env_of[$t]=$e
   b=build-$(echo "$d" | tr -c 'a-zA-Z0-9\n' '_')
   [ -x $b/nvfp4moe ] || { cmake -S $d -B $b -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH=/tmp/nvfp4moe-deps/usr \
     -DNVFP4MOE_BENCH=OFF > /tmp/cfg.log 2>&1 && cmake --build $b --target nvfp4moe -j 16 > /tmp/b.log 2>&1 || tail -5 /tmp/b.log; }
