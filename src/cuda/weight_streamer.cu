@@ -148,14 +148,16 @@ __device__ __forceinline__ void stage_f32_row(const GemmParams& p, int32_t pair,
 // at T = 1 0.96x (0.88x by the producer), deepseek's down 0.94x (0.91x),
 // deepseek's gate_up still 0.83x, so its loss is not the row copy
 // (docs/perf.md, open questions).
+// issue_bf16_row issues one row's copies; the caller waits for them.
+__device__ __forceinline__ void issue_bf16_row(const GemmParams& p, int32_t pair, int32_t k0, int32_t k_blocks,
+                                               uint8_t* dst) {
+  const int32_t pieces = k_blocks * 8;  // 16 bytes each
+  const uint16_t* src = p.x + pair_row(p.x_map, pair, p.top_k) * p.x_stride + k0;
+  for (int32_t i = int32_t(threadIdx.x); i < pieces; i += kThreads) ptx::cp_async_16_ca(dst + 16 * i, src + 8 * i);
+}
 __device__ __forceinline__ void stage_bf16_rows(const GemmParams& p, const int32_t* pair_of, int32_t num_rows,
                                                 int32_t k0, int32_t k_blocks, uint8_t* xs, uint32_t pitch) {
-  const int32_t pieces = k_blocks * 8;  // 16 bytes each
-  for (int32_t n = 0; n < num_rows; ++n) {
-    const uint16_t* src = p.x + pair_row(p.x_map, pair_of[n], p.top_k) * p.x_stride + k0;
-    uint8_t* dst = xs + n * pitch;
-    for (int32_t i = int32_t(threadIdx.x); i < pieces; i += kThreads) ptx::cp_async_16_ca(dst + 16 * i, src + 8 * i);
-  }
+  for (int32_t n = 0; n < num_rows; ++n) issue_bf16_row(p, pair_of[n], k0, k_blocks, xs + n * pitch);
   ptx::cp_async_wait_all();
 }
 
@@ -167,28 +169,43 @@ __device__ __forceinline__ void stage_bf16_rows(const GemmParams& p, const int32
 // before (__syncwarp) lane n < x_rows copies row n (x_row: its first K
 // position), so that no copy completes on a barrier that does not expect it
 // yet.
-// waits_for_x: the rows are the previous kernel's output.
+template <int kChunks>
+__device__ __forceinline__ int32_t stream_iterations(int32_t k_blocks) {
+  return (k_blocks + StreamConfig<kChunks>::kStageBlocks - 1) / StreamConfig<kChunks>::kStageBlocks;
+}
+// Lane 0 of the producer: the weights of stage it into ring slot `slot`, whose
+// full barrier expects them and x_rows activation rows.
+template <int kChunks>
+__device__ __forceinline__ void post_stage_weights(StreamShared<kChunks>& s, uint8_t* ring, uint32_t stage_bytes,
+                                                   const uint8_t* w0, int32_t k_blocks, int32_t chunk_stride,
+                                                   int32_t x_rows, int32_t it, int slot) {
+  using C = StreamConfig<kChunks>;
+  const int32_t kb0 = it * C::kStageBlocks, blocks = min(C::kStageBlocks, k_blocks - kb0);
+  const uint32_t bytes = uint32_t(blocks) * kSm90ChunkBytes;
+  ptx::mbarrier_arrive_expect_tx(&s.full[slot], kChunks * bytes + uint32_t(x_rows * blocks * 128));
+  uint8_t* dst = ring + size_t(slot) * stage_bytes;
+#pragma unroll
+  for (int c = 0; c < kChunks; ++c)
+    ptx::bulk_copy_g2s(dst + c * C::kStageBlocks * kSm90ChunkBytes,
+                       w0 + (int64_t(c) * chunk_stride + kb0) * kSm90ChunkBytes, bytes, &s.full[slot]);
+}
+
+// waits_for_x: the rows are the previous kernel's output. posted: the first
+// stages whose weights lane 0 has posted already (early_weights).
 template <int kChunks>
 __device__ void stream_stages(StreamShared<kChunks>& s, uint8_t* ring, int num_stages, uint32_t stage_bytes,
                               const uint8_t* w0, int32_t k_blocks, int32_t chunk_stride, const uint16_t* x_row,
-                              int32_t x_rows, bool waits_for_x) {
+                              int32_t x_rows, bool waits_for_x, int32_t posted) {
   using C = StreamConfig<kChunks>;
   const int lane = int(threadIdx.x % 32);
   const int32_t copiers = max(x_rows, 1);  // lane 0 always copies the weights
   if (lane >= copiers) return;
   const uint32_t workers = (2u << (copiers - 1)) - 1u;
   const bool copies_row = lane < x_rows;
-  const int32_t iters = (k_blocks + C::kStageBlocks - 1) / C::kStageBlocks;
+  const int32_t iters = stream_iterations<kChunks>(k_blocks);
   const auto blocks_of = [&](int32_t it) { return min(C::kStageBlocks, k_blocks - it * C::kStageBlocks); };
   const auto weights = [&](int32_t it, int slot) {
-    const int32_t kb0 = it * C::kStageBlocks, blocks = blocks_of(it);
-    const uint32_t bytes = uint32_t(blocks) * kSm90ChunkBytes;
-    ptx::mbarrier_arrive_expect_tx(&s.full[slot], kChunks * bytes + uint32_t(x_rows * blocks * 128));
-    uint8_t* dst = ring + size_t(slot) * stage_bytes;
-#pragma unroll
-    for (int c = 0; c < kChunks; ++c)
-      ptx::bulk_copy_g2s(dst + c * C::kStageBlocks * kSm90ChunkBytes,
-                         w0 + (int64_t(c) * chunk_stride + kb0) * kSm90ChunkBytes, bytes, &s.full[slot]);
+    post_stage_weights<kChunks>(s, ring, stage_bytes, w0, k_blocks, chunk_stride, x_rows, it, slot);
   };
   const auto x = [&](int32_t it, int slot) {
     if (!copies_row) return;
@@ -199,7 +216,7 @@ __device__ void stream_stages(StreamShared<kChunks>& s, uint8_t* ring, int num_s
   // they wait for the previous kernel, every stage's weights first.
   const int32_t first_fill = min(iters, num_stages);
   for (int32_t it = 0; it < first_fill; ++it) {
-    if (lane == 0) weights(it, it);
+    if (lane == 0 && it >= posted) weights(it, it);
     if (!waits_for_x) {
       __syncwarp(workers);
       x(it, it);
@@ -254,19 +271,53 @@ __global__ void __launch_bounds__(kAllThreads, kCtasPerSm) weight_stream_kernel(
   // down) may start its ids check and weight stream beside this one.
   if (p.next_overlaps) ptx::launch_dependents();
 
-  if (tid == 0) {
+  // Rows [64 * kChunks * blockIdx.x, +kRows) x this split's K blocks
+  // [kb_begin, +k_blocks) of the pair's expert.
+  const int32_t all_k_blocks = p.k / 64, n_blocks = p.n / 64, splits = kSplitK ? int32_t(gridDim.z) : 1;
+  const int32_t per_split = (all_k_blocks + splits - 1) / splits;
+  const int32_t kb_begin = kSplitK ? int32_t(blockIdx.z) * per_split : 0;
+  const int32_t k_blocks = min(all_k_blocks, kb_begin + per_split) - kb_begin;  // > 0: the host never splits emptily
+  const auto weights_of = [&](int32_t e) {
+    return p.w_packed +
+           ((int64_t(e) * n_blocks + int64_t(blockIdx.x) * kChunks) * all_k_blocks + kb_begin) * kSm90ChunkBytes;
+  };
+  uint8_t* const staged = ring + size_t(num_stages) * stage_bytes;
+  // At T = 1 a good pair is its expert's only pair, so the CTA works if the
+  // ids are good, and what it reads is known before they are checked: the
+  // producer posts the first stages of its pair's expert (an id in range)
+  // and the consumers stage the row (pair_row of this pair), unless the row
+  // is the previous kernel's output. A bad call drains these copies and
+  // writes nothing.
+  const bool early = p.num_tokens == 1 && staged_pitch != 0;
+  const bool early_x = early && !p.overlaps_previous && !producer;
+  const int32_t id = tid < pairs ? p.ids[tid] : -1;  // pairs <= kThreads
+  int32_t posted = 0;  // first stages posted by the producer's lane 0
+  if (tid == kThreads) {
     for (int i = 0; i < num_stages; ++i) {
       ptx::mbarrier_init(&s.full[i], 1);
       ptx::mbarrier_init(&s.empty[i], kThreads);
     }
     ptx::fence_mbarrier_init();
+    const int32_t e = early ? p.ids[me] : -1;
+    if (e >= 0 && e < p.num_experts) {
+      posted = min(stream_iterations<kChunks>(k_blocks), num_stages);
+      for (int32_t it = 0; it < posted; ++it)
+        post_stage_weights<kChunks>(s, ring, stage_bytes, weights_of(e), k_blocks, all_k_blocks, 0, it, it);
+    }
   }
+  if (early_x) {
+    if (p.x_f32) stage_f32_row(p, me, kb_begin * 64, k_blocks * 64, reinterpret_cast<uint32_t*>(staged));
+    else issue_bf16_row(p, me, kb_begin * 64, k_blocks, staged);
+  }
+  const auto drain_early_copies = [&]() {
+    if (early_x) ptx::cp_async_wait_all();
+    for (int i = 0; i < posted; ++i) ptx::mbarrier_wait_parity(&s.full[i], 0u);
+  };
 
   // 1. Validate every id (the plan kernel's rules and report: the first bad
-  //    pair); with a bad id no CTA writes anything, and none has started a
-  //    copy yet. The repeat check reads other slots: from shared memory, not
-  //    as a chain of dependent global loads.
-  const int32_t id = tid < pairs ? p.ids[tid] : -1;  // pairs <= kThreads
+  //    pair); with a bad id no CTA writes anything. The repeat check reads
+  //    other slots: from shared memory, not as a chain of dependent global
+  //    loads.
   s.ids[tid] = id;
   if (tid == 0) {
     s.bad_pair = INT32_MAX;
@@ -292,22 +343,18 @@ __global__ void __launch_bounds__(kAllThreads, kCtasPerSm) weight_stream_kernel(
       // the ids are good).
       if (p.overlaps_previous) ptx::grid_dependency_wait();
     }
+    drain_early_copies();
     return;
   }
   if (reporter) *p.status = {kPlanOk, 0, 0, 0};
 
   // 2. Only the expert's first pair works.
   const int32_t expert = s.ids[me];
-  if (__syncthreads_or(tid < me && id == expert)) return;
-
-  // Rows [64 * kChunks * blockIdx.x, +kRows) x this split's K blocks
-  // [kb_begin, +k_blocks) of the pair's expert.
-  const int32_t all_k_blocks = p.k / 64, n_blocks = p.n / 64, splits = kSplitK ? int32_t(gridDim.z) : 1;
-  const int32_t per_split = (all_k_blocks + splits - 1) / splits;
-  const int32_t kb_begin = kSplitK ? int32_t(blockIdx.z) * per_split : 0;
-  const int32_t k_blocks = min(all_k_blocks, kb_begin + per_split) - kb_begin;  // > 0: the host never splits emptily
-  const uint8_t* w0 = p.w_packed + ((int64_t(expert) * n_blocks + int64_t(blockIdx.x) * kChunks) * all_k_blocks +
-                                    kb_begin) * kSm90ChunkBytes;
+  if (__syncthreads_or(tid < me && id == expert)) {
+    drain_early_copies();
+    return;
+  }
+  const uint8_t* w0 = weights_of(expert);
   if (producer) {
     // The expert's pairs, ascending, found by the producer warp alone (so
     // that its first copies wait for no other warp): lane n < num_rows
@@ -325,7 +372,7 @@ __global__ void __launch_bounds__(kAllThreads, kCtasPerSm) weight_stream_kernel(
     // rows are (the layer's h): everything before their copies reads only
     // earlier inputs.
     stream_stages<kChunks>(s, ring, num_stages, stage_bytes, w0, k_blocks, all_k_blocks, x_row,
-                           staged_pitch ? 0 : num_rows, p.overlaps_previous);
+                           staged_pitch ? 0 : num_rows, p.overlaps_previous, posted);
     return;  // the CTA, and with it the ring, lives until the consumers finish
   }
 
@@ -352,9 +399,9 @@ __global__ void __launch_bounds__(kAllThreads, kCtasPerSm) weight_stream_kernel(
   // by the consumers while the producer's first stages stream; a single
   // F32 row is rounded to BF16 on the way, instead of by a conversion
   // kernel first (host: streamer_activations).
-  uint8_t* const staged = ring + size_t(num_stages) * stage_bytes;
   if (staged_pitch) {
-    if (p.x_f32) stage_f32_row(p, s.pair_of[0], kb_begin * 64, k_blocks * 64, reinterpret_cast<uint32_t*>(staged));
+    if (early_x) drain_early_copies();
+    else if (p.x_f32) stage_f32_row(p, s.pair_of[0], kb_begin * 64, k_blocks * 64, reinterpret_cast<uint32_t*>(staged));
     else stage_bf16_rows(p, s.pair_of, num_rows, kb_begin * 64, k_blocks, staged, staged_pitch);
     ptx::named_barrier_sync(kConsumerBarrier, kThreads);
   }

@@ -148,7 +148,7 @@ TEST_F(GpuMoeLayer, DecodeStreamersSplitK) {
 // Bad ids: the op reports them through check_device_status and leaves out
 // untouched, on the weight-streamer path (T <= 4) and the plan path.
 TEST_F(GpuMoeLayer, BadIdsLeaveTheOutputUntouched) {
-  for (const int64_t T : {int64_t(2), int64_t(40)}) {
+  for (const int64_t T : {int64_t(1), int64_t(2), int64_t(40)}) {
     for (const bool unfused : {false, true}) {
       const LayerCase c{8, 256, 128, T, 2, false, Activation::kSwiGLU};
       std::mt19937_64 rng(test_seed());

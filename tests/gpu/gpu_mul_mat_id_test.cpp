@@ -788,37 +788,46 @@ TEST_F(GpuMulMatId, BadIdsAreReportedAndOutputUntouched) {
   ExpertWeights w = random_weights(rng, E, N, K);
   cuda::DeviceExpertWeights dw;
   ASSERT_OK(cuda::upload_expert_weights(w.view(), &dw));
-  for (const int64_t T : {int64_t(2), int64_t(40)}) {  // weight streamer, then the plan kernel
+  // T = 1: the streamer's CTAs start their copies before the ids are
+  // checked, and drain them; T = 2: the streamer; T = 40: the plan kernel.
+  for (const int64_t T : {int64_t(1), int64_t(2), int64_t(40)}) {
     std::vector<float> x = random_normal(rng, size_t(T * K), 1.0f);
-    cuda::DeviceBuffer dx = to_device(x);
-    for (int variant = 0; variant < 3; ++variant) {
-      std::vector<int32_t> ids = random_ids(rng, T, k, E);
-      std::string want;
-      if (variant == 0) {
-        ids[(T - 1) * k + 1] = int32_t(E + 5);
-        want = "ids[" + std::to_string(T - 1) + "][1] = 13 is out of range [0, 8)";
-      } else if (variant == 1) {
-        ids[1 * k + 1] = ids[1 * k];
-        want = "ids[1][1]";
-      } else {  // two bad pairs: the first in pair order is named
-        ids[(T - 1) * k + 1] = -1;
-        ids[0 * k + 1] = ids[0];
-        want = "ids[0][1]";
+    for (const DType xd : {DType::kF32, DType::kBF16}) {
+      cuda::DeviceBuffer dx = xd == DType::kF32 ? to_device(x) : to_device(to_bf16(x));
+      const std::string where = "T=" + std::to_string(T) + " x " + dtype_name(xd);
+      for (int variant = 0; variant < 3; ++variant) {
+        std::vector<int32_t> ids = random_ids(rng, T, k, E);
+        std::string want;
+        if (variant == 0) {
+          ids[(T - 1) * k + 1] = int32_t(E + 5);
+          want = "ids[" + std::to_string(T - 1) + "][1] = 13 is out of range [0, 8)";
+        } else if (variant == 1) {  // a repeat in the last token (the second, from T = 2)
+          const int64_t t = std::min<int64_t>(1, T - 1);
+          ids[t * k + 1] = ids[t * k];
+          want = "ids[" + std::to_string(t) + "][1]";
+        } else {  // two bad pairs: the first in pair order is named
+          ids[(T - 1) * k + 1] = -1;
+          ids[0 * k + 1] = ids[0];
+          want = "ids[0][1]";
+        }
+        cuda::DeviceBuffer dids = to_device(ids), dy = poisoned_floats(T * k * N);
+        cuda::CudaMulMatIdArgs a = mul_mat_id_args(dw, dx, dids, T, k, dy);
+        a.x_dtype = xd;
+        ASSERT_OK(cuda::mul_mat_id(*ctx, a, stream));
+        const Status st = ctx->check_device_status(stream);
+        EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << where;
+        EXPECT_NE(st.message().find(want), std::string::npos) << where << ": " << st.message();
+        const std::vector<float> y = to_host<float>(dy, T * k * N);
+        for (float v : y) ASSERT_TRUE(std::isnan(v)) << "output written despite bad ids, " << where;
       }
+      // A good call afterwards clears the status.
+      std::vector<int32_t> ids = random_ids(rng, T, k, E);
       cuda::DeviceBuffer dids = to_device(ids), dy = poisoned_floats(T * k * N);
       cuda::CudaMulMatIdArgs a = mul_mat_id_args(dw, dx, dids, T, k, dy);
+      a.x_dtype = xd;
       ASSERT_OK(cuda::mul_mat_id(*ctx, a, stream));
-      const Status st = ctx->check_device_status(stream);
-      EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << "T=" << T;
-      EXPECT_NE(st.message().find(want), std::string::npos) << "T=" << T << ": " << st.message();
-      const std::vector<float> y = to_host<float>(dy, T * k * N);
-      for (float v : y) ASSERT_TRUE(std::isnan(v)) << "output written despite bad ids, T=" << T;
+      EXPECT_TRUE(ctx->check_device_status(stream).ok()) << where;
     }
-    // A good call afterwards clears the status.
-    std::vector<int32_t> ids = random_ids(rng, T, k, E);
-    cuda::DeviceBuffer dids = to_device(ids), dy = poisoned_floats(T * k * N);
-    ASSERT_OK(cuda::mul_mat_id(*ctx, mul_mat_id_args(dw, dx, dids, T, k, dy), stream));
-    EXPECT_TRUE(ctx->check_device_status(stream).ok()) << "T=" << T;
   }
 }
 
