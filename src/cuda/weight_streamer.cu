@@ -191,7 +191,7 @@ __device__ __forceinline__ void post_stage_weights(StreamShared<kChunks>& s, uin
 }
 
 // waits_for_x: the rows are the previous kernel's output. posted: the first
-// stages whose weights lane 0 has posted already (early_weights).
+// stages whose weights lane 0 posted before the ids check (T = 1).
 template <int kChunks>
 __device__ void stream_stages(StreamShared<kChunks>& s, uint8_t* ring, int num_stages, uint32_t stage_bytes,
                               const uint8_t* w0, int32_t k_blocks, int32_t chunk_stride, const uint16_t* x_row,
@@ -284,12 +284,23 @@ __global__ void __launch_bounds__(kAllThreads, kCtasPerSm) weight_stream_kernel(
   uint8_t* const staged = ring + size_t(num_stages) * stage_bytes;
   // At T = 1 a good pair is its expert's only pair, so the CTA works if the
   // ids are good, and what it reads is known before they are checked: the
-  // producer posts the first stages of its pair's expert (an id in range)
-  // and the consumers stage the row (pair_row of this pair), unless the row
-  // is the previous kernel's output. A bad call drains these copies and
-  // writes nothing.
+  // producer posts the first stages of its pair's expert (an id in range),
+  // and the consumers issue the copies of a BF16 row (pair_row of this
+  // pair) unless it is the previous kernel's output. With the row early
+  // the producer posts its whole first fill, else kEarlyStagesRowLate
+  // stages, so that the row's loads after the check do not queue behind a
+  // whole fill. A bad call drains these copies and writes nothing.
+  // NOTES: H200 variants (bench/results/2026-12-04-h200-probe-streamer-
+  // early-start.json, in a graph, T = 1): the whole fill with the BF16 row
+  // early ran MUL_MAT_ID 0.98-1.12x, two stages 0.99-1.05x, one 0.98-1.01x;
+  // an F32 row staged before the check (its loads block the consumers, so
+  // the producer waits at the check for the rest of its fill) lost 2-6%
+  // with one stage early or the whole fill, while the row after the check
+  // ran 0.99-1.11x with two stages early and 0.94-1.02x with the whole fill.
+  constexpr int32_t kEarlyStagesRowLate = 2;
   const bool early = p.num_tokens == 1 && staged_pitch != 0;
-  const bool early_x = early && !p.overlaps_previous && !producer;
+  const bool early_row = early && !p.overlaps_previous && !p.x_f32;
+  const bool early_x = early_row && !producer;
   const int32_t id = tid < pairs ? p.ids[tid] : -1;  // pairs <= kThreads
   int32_t posted = 0;  // first stages posted by the producer's lane 0
   if (tid == kThreads) {
@@ -300,15 +311,13 @@ __global__ void __launch_bounds__(kAllThreads, kCtasPerSm) weight_stream_kernel(
     ptx::fence_mbarrier_init();
     const int32_t e = early ? p.ids[me] : -1;
     if (e >= 0 && e < p.num_experts) {
-      posted = min(stream_iterations<kChunks>(k_blocks), num_stages);
+      const int32_t fill = min(stream_iterations<kChunks>(k_blocks), num_stages);
+      posted = early_row ? fill : min(fill, kEarlyStagesRowLate);
       for (int32_t it = 0; it < posted; ++it)
         post_stage_weights<kChunks>(s, ring, stage_bytes, weights_of(e), k_blocks, all_k_blocks, 0, it, it);
     }
   }
-  if (early_x) {
-    if (p.x_f32) stage_f32_row(p, me, kb_begin * 64, k_blocks * 64, reinterpret_cast<uint32_t*>(staged));
-    else issue_bf16_row(p, me, kb_begin * 64, k_blocks, staged);
-  }
+  if (early_x) issue_bf16_row(p, me, kb_begin * 64, k_blocks, staged);
   const auto drain_early_copies = [&]() {
     if (early_x) ptx::cp_async_wait_all();
     for (int i = 0; i < posted; ++i) ptx::mbarrier_wait_parity(&s.full[i], 0u);
