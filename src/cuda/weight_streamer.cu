@@ -173,8 +173,8 @@ template <int kChunks>
 __device__ __forceinline__ int32_t stream_iterations(int32_t k_blocks) {
   return (k_blocks + StreamConfig<kChunks>::kStageBlocks - 1) / StreamConfig<kChunks>::kStageBlocks;
 }
-// The weights of stage it into ring slot `slot`, whose full barrier expects
-// them and x_rows activation rows (one producer lane a slot).
+// Lane 0 of the producer: the weights of stage it into ring slot `slot`, whose
+// full barrier expects them and x_rows activation rows.
 template <int kChunks>
 __device__ __forceinline__ void post_stage_weights(StreamShared<kChunks>& s, uint8_t* ring, uint32_t stage_bytes,
                                                    const uint8_t* w0, int32_t k_blocks, int32_t chunk_stride,
@@ -191,7 +191,7 @@ __device__ __forceinline__ void post_stage_weights(StreamShared<kChunks>& s, uin
 }
 
 // waits_for_x: the rows are the previous kernel's output. posted: the first
-// stages whose weights the warp posted before the ids check (T = 1).
+// stages whose weights lane 0 posted before the ids check (T = 1).
 template <int kChunks>
 __device__ void stream_stages(StreamShared<kChunks>& s, uint8_t* ring, int num_stages, uint32_t stage_bytes,
                               const uint8_t* w0, int32_t k_blocks, int32_t chunk_stride, const uint16_t* x_row,
@@ -302,22 +302,19 @@ __global__ void __launch_bounds__(kAllThreads, kCtasPerSm) weight_stream_kernel(
   const bool early_row = early && !p.overlaps_previous && !p.x_f32;
   const bool early_x = early_row && !producer;
   const int32_t id = tid < pairs ? p.ids[tid] : -1;  // pairs <= kThreads
-  int32_t posted = 0;  // first stages posted by the producer warp, stage n by lane n
-  if (producer) {
-    if (lane == 0) {
-      for (int i = 0; i < num_stages; ++i) {
-        ptx::mbarrier_init(&s.full[i], 1);
-        ptx::mbarrier_init(&s.empty[i], kThreads);
-      }
-      ptx::fence_mbarrier_init();
+  int32_t posted = 0;  // first stages posted by the producer's lane 0
+  if (tid == kThreads) {
+    for (int i = 0; i < num_stages; ++i) {
+      ptx::mbarrier_init(&s.full[i], 1);
+      ptx::mbarrier_init(&s.empty[i], kThreads);
     }
-    __syncwarp();
+    ptx::fence_mbarrier_init();
     const int32_t e = early ? p.ids[me] : -1;
     if (e >= 0 && e < p.num_experts) {
       const int32_t fill = min(stream_iterations<kChunks>(k_blocks), num_stages);
       posted = early_row ? fill : min(fill, kEarlyStagesRowLate);
-      if (lane < posted)
-        post_stage_weights<kChunks>(s, ring, stage_bytes, weights_of(e), k_blocks, all_k_blocks, 0, lane, lane);
+      for (int32_t it = 0; it < posted; ++it)
+        post_stage_weights<kChunks>(s, ring, stage_bytes, weights_of(e), k_blocks, all_k_blocks, 0, it, it);
     }
   }
   if (early_x) issue_bf16_row(p, me, kb_begin * 64, k_blocks, staged);
