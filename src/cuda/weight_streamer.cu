@@ -132,6 +132,15 @@ __device__ __forceinline__ void stage_f32_row(const GemmParams& p, int32_t pair,
   }
 }
 
+// One BF16 row's copies, K positions [k0, k0 + 64 k_blocks), into dst by the
+// consumer threads; the caller waits for them.
+__device__ __forceinline__ void issue_bf16_row(const GemmParams& p, int32_t pair, int32_t k0, int32_t k_blocks,
+                                               uint8_t* dst) {
+  const int32_t pieces = k_blocks * 8;  // 16 bytes each
+  const uint16_t* src = p.x + pair_row(p.x_map, pair, p.top_k) * p.x_stride + k0;
+  for (int32_t i = int32_t(threadIdx.x); i < pieces; i += kThreads) ptx::cp_async_16_ca(dst + 16 * i, src + 8 * i);
+}
+
 // The expert's num_rows BF16 rows, K positions [k0, k0 + 64 k_blocks),
 // into xs at pitch (bytes), by the consumer threads. NOTES: H200: copied
 // by the producer with the first stage's weights (one bulk copy a row,
@@ -148,27 +157,13 @@ __device__ __forceinline__ void stage_f32_row(const GemmParams& p, int32_t pair,
 // at T = 1 0.96x (0.88x by the producer), deepseek's down 0.94x (0.91x),
 // deepseek's gate_up still 0.83x, so its loss is not the row copy
 // (docs/perf.md, open questions).
-// issue_bf16_row issues one row's copies; the caller waits for them.
-__device__ __forceinline__ void issue_bf16_row(const GemmParams& p, int32_t pair, int32_t k0, int32_t k_blocks,
-                                               uint8_t* dst) {
-  const int32_t pieces = k_blocks * 8;  // 16 bytes each
-  const uint16_t* src = p.x + pair_row(p.x_map, pair, p.top_k) * p.x_stride + k0;
-  for (int32_t i = int32_t(threadIdx.x); i < pieces; i += kThreads) ptx::cp_async_16_ca(dst + 16 * i, src + 8 * i);
-}
 __device__ __forceinline__ void stage_bf16_rows(const GemmParams& p, const int32_t* pair_of, int32_t num_rows,
                                                 int32_t k0, int32_t k_blocks, uint8_t* xs, uint32_t pitch) {
   for (int32_t n = 0; n < num_rows; ++n) issue_bf16_row(p, pair_of[n], k0, k_blocks, xs + n * pitch);
   ptx::cp_async_wait_all();
 }
 
-// Producer warp: stage after stage into the ring, k_blocks K blocks from w0
-// in each of the CTA's chunks (chunk_stride K blocks apart), and of each of
-// the expert's x_rows activation rows from x_row (none where the consumers
-// stage the rows themselves). Once the consumers have read the slot
-// (empty), lane 0 copies the weights and posts every byte of the stage,
-// before (__syncwarp) lane n < x_rows copies row n (x_row: its first K
-// position), so that no copy completes on a barrier that does not expect it
-// yet.
+// The ring stages of a K range of k_blocks K blocks.
 template <int kChunks>
 __device__ __forceinline__ int32_t stream_iterations(int32_t k_blocks) {
   return (k_blocks + StreamConfig<kChunks>::kStageBlocks - 1) / StreamConfig<kChunks>::kStageBlocks;
@@ -190,6 +185,14 @@ __device__ __forceinline__ void post_stage_weights(StreamShared<kChunks>& s, uin
                        w0 + (int64_t(c) * chunk_stride + kb0) * kSm90ChunkBytes, bytes, &s.full[slot]);
 }
 
+// Producer warp: stage after stage into the ring, k_blocks K blocks from w0
+// in each of the CTA's chunks (chunk_stride K blocks apart), and of each of
+// the expert's x_rows activation rows from x_row (none where the consumers
+// stage the rows themselves). Once the consumers have read the slot
+// (empty), lane 0 copies the weights and posts every byte of the stage,
+// before (__syncwarp) lane n < x_rows copies row n (x_row: its first K
+// position), so that no copy completes on a barrier that does not expect it
+// yet.
 // waits_for_x: the rows are the previous kernel's output. posted: the first
 // stages whose weights lane 0 posted before the ids check (T = 1).
 template <int kChunks>

@@ -146,7 +146,8 @@ TEST_F(GpuMoeLayer, DecodeStreamersSplitK) {
 }
 
 // Bad ids: the op reports them through check_device_status and leaves out
-// untouched, on the weight-streamer path (T <= 4) and the plan path.
+// untouched, on the weight-streamer path (T = 1, whose CTAs start their
+// copies before the ids check, and T = 2) and the plan path.
 TEST_F(GpuMoeLayer, BadIdsLeaveTheOutputUntouched) {
   for (const int64_t T : {int64_t(1), int64_t(2), int64_t(40)}) {
     for (const bool unfused : {false, true}) {
