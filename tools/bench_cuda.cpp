@@ -180,13 +180,15 @@ Status read_floor_in_graph(Env& env, int reps, double bytes, double* us) {
   return time_graphs(env, reps, read, us, kCallsPerGraph);
 }
 
-// Decode sizes (T <= 8), where a graph's own launch is a large part of a
-// single call: us_in_graph, the time per call in a graph of kCallsPerGraph
-// calls (rotating routings, activations and weight copies as above), and
-// read_floor_in_graph_us, the same bytes read by a plain read stream.
+// Decode and small batches (T <= kInGraphMaxTokens), where a graph's own
+// launch is a large part of a single call: us_in_graph, the time per call
+// in a graph of kCallsPerGraph calls (rotating routings, activations and
+// weight copies as above), and read_floor_in_graph_us, the same bytes read
+// by a plain read stream.
+constexpr int64_t kInGraphMaxTokens = 16;
 Status time_in_graph(Env& env, int reps, int64_t num_tokens, const std::function<Status(int)>& enqueue,
                      BenchResult* out) {
-  if (num_tokens > 8) return ok_status();
+  if (num_tokens > kInGraphMaxTokens) return ok_status();
   double us = 0, floor_us = 0;
   NVFP4MOE_RETURN_IF_ERROR(time_graphs(env, reps, enqueue, &us, kCallsPerGraph));
   out->extra.push_back({"us_in_graph", us});
