@@ -189,8 +189,18 @@ int32_t choose_k_splits(int64_t num_tokens, int64_t top_k, int64_t num_experts, 
 // deepseek, gpt-oss and mixtral ran 1.11-1.26x of the plan path (gate_up,
 // down and layer), so any expert streams up to T = 8, and the line for
 // small experts (4 M weights) went.
-inline constexpr int32_t kStreamMaxTokens = 8;
-inline constexpr int32_t kStreamKernelMaxTokens = 8;
+inline constexpr int32_t kStreamMaxTokens = 16;
+inline constexpr int32_t kStreamKernelMaxTokens = 16;
+// The streamer's CTA validates the call's ids one per consumer thread.
+inline constexpr int64_t kStreamMaxPairs = 256;
+// n8 column sets of the streamer's mma: an expert has at most T rows, so
+// one set up to T = 8 and two beyond, in a kernel instance of its own (two
+// CTAs per SM, kStreamTwoSetCtaBytes; no K split). A CTA whose expert has
+// at most 8 rows skips the second set's loads and mma.
+inline constexpr int32_t kStreamOneSetMaxTokens = 8;
+inline constexpr int streamer_column_sets(int64_t num_tokens) {
+  return num_tokens > kStreamOneSetMaxTokens ? 2 : 1;
+}
 // A ring of stages, up to 8 (weight_streamer_stages), each a stage's
 // weights (kStreamStageWeightBytes) beside the expert's activation rows
 // over the same K (weight_streamer_stage_bytes): a grid of more than two
@@ -233,6 +243,9 @@ inline constexpr size_t kStreamTwoCtaBytes = 96 * 1024;
 // NVFP4MOE_STREAM_CTAS_PER_SM=3 keeps four from sharing an SM, for tests:
 // the two instances give the same bits.
 inline constexpr size_t kStreamFourCtaBytes = 45 * 1024;
+// The ring of a CTA of two column sets, two per SM beside their larger
+// static shared memory (partial sums and tile of 16 rows).
+inline constexpr size_t kStreamTwoSetCtaBytes = 88 * 1024;
 // Bytes between a stage's activation rows: its K blocks (4 / chunks) of
 // BF16 and 16 more, so that the eight rows an ldmatrix reads start in
 // different banks.
@@ -252,7 +265,7 @@ bool weight_streamer_four_per_sm(size_t stage_bytes, size_t staged_bytes, int64_
                                  int num_sms);
 int weight_streamer_ctas_per_sm(size_t stage_bytes, size_t staged_bytes, int64_t grid_ctas, int64_t num_tokens,
                                 int num_sms);
-int weight_streamer_stages(size_t stage_bytes, size_t staged_bytes, int ctas_per_sm);
+int weight_streamer_stages(size_t stage_bytes, size_t staged_bytes, int ctas_per_sm, int64_t num_tokens);
 // Bytes between staged rows of k_blocks K blocks: BF16 and 16 more, for
 // the same banks as weight_streamer_x_pitch.
 inline constexpr size_t weight_streamer_staged_pitch(int64_t k_blocks) { return size_t(k_blocks) * 128 + 16; }
@@ -287,15 +300,15 @@ inline bool streamer_stages_f32_row(int64_t num_tokens, int64_t k) {
 // kStreamMaxTokens (its ring carries the rows of any K); n and k stay in
 // the signature, as the cut has followed the expert's size before (NOTES
 // above).
-inline bool use_weight_streamer(int64_t num_tokens, int64_t n, int64_t k) {
+inline bool use_weight_streamer(int64_t num_tokens, int64_t top_k, int64_t n, int64_t k) {
   (void)n;
   (void)k;
-  return num_tokens >= 1 && num_tokens <= kStreamMaxTokens;
+  return num_tokens >= 1 && num_tokens <= kStreamMaxTokens && num_tokens * top_k <= kStreamMaxPairs;
 }
 // The layer streams both GEMMs (gate_up: 2 ffn x hidden, down: hidden x ffn)
 // or neither.
-inline bool layer_uses_weight_streamer(int64_t num_tokens, int64_t hidden, int64_t ffn) {
-  return use_weight_streamer(num_tokens, 2 * ffn, hidden) && use_weight_streamer(num_tokens, hidden, ffn);
+inline bool layer_uses_weight_streamer(int64_t num_tokens, int64_t top_k, int64_t hidden, int64_t ffn) {
+  return use_weight_streamer(num_tokens, top_k, 2 * ffn, hidden) && use_weight_streamer(num_tokens, top_k, hidden, ffn);
 }
 // A streamer launch's shape, as launch_weight_streamer sizes it: its CTAs,
 // the K blocks of each split, its ring's slot size and stages, and the

@@ -135,6 +135,12 @@ TEST_F(GpuMoeLayer, CombineOverSlotBatches) {
 TEST_F(GpuMoeLayer, DecodeSingleToken) { check({64, 1024, 256, 1, 8, false, Activation::kSwiGLU}); }
 TEST_F(GpuMoeLayer, DecodeTwoTokensOaiMerged) { check({32, 512, 320, 2, 4, true, Activation::kSwiGLUOai}); }
 TEST_F(GpuMoeLayer, DecodeEightTokensOaiMerged) { check({32, 512, 320, 8, 4, true, Activation::kSwiGLUOai}); }
+// Two column sets in both streamers: E = 4, k = 2 at T = 16 puts 8 rows on
+// an expert on average, some above and some below.
+TEST_F(GpuMoeLayer, DecodeSixteenTokens) {
+  check({4, 512, 256, 16, 2, false, Activation::kSwiGLU});
+  check({32, 512, 320, 12, 4, true, Activation::kSwiGLUOai});
+}
 
 // Both decode streamers split K (gate_up over H = 1024 into 3, down over
 // F = 512 into 3; each split CTA stages its part of the rows, the last one

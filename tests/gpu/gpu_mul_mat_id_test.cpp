@@ -400,6 +400,28 @@ TEST_F(GpuMulMatId, WeightStreamerShapes) {
     for (DType yd : {DType::kF32, DType::kBF16}) {
       check_case({1024, 192, 128, 2, 32, false, xd, yd}, "streamer-E1024-k32");
       check_case({40, 128, 1024, 1, 32, true, xd, yd}, "streamer-per-slot");
+      // kStreamMaxPairs: 256 pairs stream, 288 take the plan path.
+      check_case({64, 128, 256, 16, 16, false, xd, yd}, "streamer-256-pairs");
+      check_case({64, 128, 256, 9, 32, true, xd, yd}, "plan-288-pairs");
+      if (HasFatalFailure()) return;
+    }
+}
+
+// Two column sets (T = 9-16): experts of more than 8 rows run the second
+// n8 set, the others skip it in the same launch. E = 2 with k = 2 gives both
+// experts every token (16 rows at T = 16); E = 4 and E = 8 with k = 2 mix
+// experts above and below 8 rows. qwen3's down shape (two-chunk CTAs, K =
+// 768), a one-chunk K = 2048 and mixtral's K = 14336, one row per token and
+// per slot, F32 and BF16 x, every output row checked.
+TEST_F(GpuMulMatId, WeightStreamerSixteenColumns) {
+  ASSERT_TRUE(cuda::use_weight_streamer(16, 2, 2048, 768));
+  ASSERT_EQ(2, cuda::streamer_column_sets(9));
+  for (int64_t T : {9, 12, 16})
+    for (DType xd : {DType::kF32, DType::kBF16}) {
+      check_case({2, 2048, 768, T, 2, T == 12, xd}, "all-rows-two-chunks");
+      check_case({4, 1536, 2048, T, 2, T == 9, xd}, "mixed-one-chunk");
+      check_case({8, 256, 14336, T, 2, T == 16, xd}, "long-K");
+      check_case({128, 2048, 768, T, 8, true, xd}, "qwen3-down");
       if (HasFatalFailure()) return;
     }
 }
@@ -411,9 +433,9 @@ TEST_F(GpuMulMatId, WeightStreamerShapes) {
 // not fit shared memory before the ring carried them), F32 and BF16 x,
 // every output row checked.
 TEST_F(GpuMulMatId, WeightStreamerEightColumns) {
-  ASSERT_TRUE(cuda::use_weight_streamer(8, 2048, 768));
-  ASSERT_TRUE(cuda::use_weight_streamer(8, 1536, 2048));
-  ASSERT_TRUE(cuda::use_weight_streamer(8, 256, 14336));
+  ASSERT_TRUE(cuda::use_weight_streamer(8, 8, 2048, 768));
+  ASSERT_TRUE(cuda::use_weight_streamer(8, 8, 1536, 2048));
+  ASSERT_TRUE(cuda::use_weight_streamer(8, 8, 256, 14336));
   for (int64_t T : {5, 7, 8})
     for (DType xd : {DType::kF32, DType::kBF16}) {
       check_case({128, 2048, 768, T, 8, true, xd}, "qwen3-down");
@@ -442,7 +464,7 @@ TEST_F(GpuMulMatId, WeightStreamerEightColumns) {
 // chunk on 132 SMs) and T = 3 (384: two), one row per token and per slot,
 // F32 and BF16 x.
 TEST_F(GpuMulMatId, WeightStreamerChunkFormsAreRightAndRepeatable) {
-  ASSERT_TRUE(cuda::use_weight_streamer(3, 2048, 1536));
+  ASSERT_TRUE(cuda::use_weight_streamer(3, 8, 2048, 1536));
   ASSERT_EQ(1, cuda::weight_streamer_chunks(false, 2048, 1536, 2, 8, 32, 1, 132));
   ASSERT_EQ(2, cuda::weight_streamer_chunks(false, 2048, 1536, 3, 8, 32, 1, 132));
   for (int64_t T : {2, 3})
@@ -481,7 +503,7 @@ TEST_F(GpuMulMatId, WeightStreamerFourCtasPerSmSameBits) {
   for (const Shape& sh : {Shape{8, 4096, 2048, 1, 8, false}, Shape{16, 8192, 768, 1, 8, true}})
     for (DType xd : {DType::kF32, DType::kBF16}) {
       const Case c{sh.E, sh.N, sh.K, sh.T, sh.k, sh.per_slot, xd};
-      ASSERT_TRUE(cuda::use_weight_streamer(c.T, c.N, c.K));
+      ASSERT_TRUE(cuda::use_weight_streamer(c.T, c.k, c.N, c.K));
       const int32_t chunks = cuda::weight_streamer_chunks(false, c.N, c.K, c.T, c.k, c.E, 1, ctx->num_sms());
       const cuda::StreamerLaunchShape shape = cuda::weight_streamer_launch_shape(
           c.N, c.K, c.T, c.k, chunks, 1, cuda::streamer_staged_rows(c.T, c.K, false), ctx->num_sms());
@@ -508,8 +530,8 @@ TEST_F(GpuMulMatId, WeightStreamerFourCtasPerSmSameBits) {
 
 // The same inputs launched again and again give the same bits: shapes whose
 // rings refill slots within a CTA (the streamer at qwen3's down and gate_up
-// at T = 8, each slot filled several times per CTA; the GEMM at
-// T = 64), F32 and BF16 x, each launch after a poisoning of y. A refill that
+// at T = 8 and its down at T = 16, each slot filled several times per CTA;
+// the GEMM at T = 64), F32 and BF16 x, each launch after a poisoning of y. A refill that
 // overtakes the consumers' last reads of its slot shows here as a launch
 // that differs from the first (8-16 outputs of one warp, at random).
 TEST_F(GpuMulMatId, RepeatedLaunchesGiveTheSameBits) {
@@ -520,7 +542,8 @@ TEST_F(GpuMulMatId, RepeatedLaunchesGiveTheSameBits) {
   };
   std::mt19937_64 rng(test_seed());
   const int64_t E = 128, k = 8;
-  for (const Shape& sh : {Shape{2048, 768, 8, true}, Shape{1536, 2048, 8, false}, Shape{2048, 768, 64, true}}) {
+  for (const Shape& sh : {Shape{2048, 768, 8, true}, Shape{1536, 2048, 8, false}, Shape{2048, 768, 16, true},
+                          Shape{2048, 768, 64, true}}) {
     const ExpertWeights w = random_weights(rng, E, sh.N, sh.K);
     cuda::DeviceExpertWeights dw;
     ASSERT_OK(cuda::upload_expert_weights(w.view(), &dw));
@@ -574,7 +597,7 @@ TEST_F(GpuMulMatId, WeightStreamerKSplit) {
     ASSERT_EQ(2, cuda::choose_stream_splits(4, 14336));
     check_case({8, 256, 14336, 4, 2, true}, "stream-split-2");
     if (HasFatalFailure()) return;
-    ASSERT_TRUE(cuda::use_weight_streamer(6, 4096, 7168));
+    ASSERT_TRUE(cuda::use_weight_streamer(6, 2, 4096, 7168));
     check_case({8, 256, 7168, 6, 2, false}, "stream-split-2-T6");
     if (HasFatalFailure()) return;
   }

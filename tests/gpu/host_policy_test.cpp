@@ -195,24 +195,33 @@ TEST(CudaHostPolicy, StreamSplitsOnlyWhenForced) {
   ASSERT_EQ(0, unsetenv("NVFP4MOE_STREAM_SPLITS"));
 }
 
-// The streamer takes T <= kStreamMaxTokens for every expert; no K is too
-// long for it (its ring carries the activation rows). The layer streams
-// where both its GEMMs do.
+// The streamer takes T <= kStreamMaxTokens for every expert, up to
+// kStreamMaxPairs pairs (one id per consumer thread); no K is too long for
+// it (its ring carries the activation rows). The layer streams where both
+// its GEMMs do.
 TEST(CudaHostPolicy, WeightStreamerCutFollowsTokens) {
-  EXPECT_TRUE(cuda::use_weight_streamer(1, 1536, 2048));
-  EXPECT_TRUE(cuda::use_weight_streamer(8, 4096, 14336));  // mixtral down
-  EXPECT_TRUE(cuda::use_weight_streamer(8, 1536, 2048));   // qwen3 gate_up
-  EXPECT_TRUE(cuda::use_weight_streamer(8, 2048, 768));    // qwen3 down
-  EXPECT_TRUE(cuda::use_weight_streamer(7, 2880, 2880));   // gpt-oss down
-  EXPECT_TRUE(cuda::use_weight_streamer(8, 4096, 7168));   // deepseek gate_up
-  EXPECT_FALSE(cuda::use_weight_streamer(cuda::kStreamMaxTokens + 1, 256, 512));
-  EXPECT_FALSE(cuda::use_weight_streamer(cuda::kStreamMaxTokens + 1, 4096, 14336));
-  EXPECT_FALSE(cuda::use_weight_streamer(0, 256, 512));
-  EXPECT_TRUE(cuda::use_weight_streamer(1, 64, 1 << 20));  // a K of a million
-  EXPECT_TRUE(cuda::layer_uses_weight_streamer(8, 2048, 768));   // qwen3
-  EXPECT_TRUE(cuda::layer_uses_weight_streamer(8, 7168, 2048));  // deepseek
-  EXPECT_FALSE(cuda::layer_uses_weight_streamer(9, 7168, 2048));
-  EXPECT_TRUE(cuda::layer_uses_weight_streamer(2, 4096, 1 << 20));
+  EXPECT_TRUE(cuda::use_weight_streamer(1, 8, 1536, 2048));
+  EXPECT_TRUE(cuda::use_weight_streamer(8, 2, 4096, 14336));  // mixtral down
+  EXPECT_TRUE(cuda::use_weight_streamer(8, 8, 1536, 2048));   // qwen3 gate_up
+  EXPECT_TRUE(cuda::use_weight_streamer(16, 8, 2048, 768));   // qwen3 down
+  EXPECT_TRUE(cuda::use_weight_streamer(7, 4, 2880, 2880));   // gpt-oss down
+  EXPECT_TRUE(cuda::use_weight_streamer(16, 8, 4096, 7168));  // deepseek gate_up
+  EXPECT_TRUE(cuda::use_weight_streamer(8, 32, 256, 512));    // 256 pairs
+  EXPECT_FALSE(cuda::use_weight_streamer(9, 32, 256, 512));   // 288
+  EXPECT_TRUE(cuda::use_weight_streamer(16, 16, 256, 512));
+  EXPECT_FALSE(cuda::use_weight_streamer(16, 17, 256, 512));
+  EXPECT_FALSE(cuda::use_weight_streamer(cuda::kStreamMaxTokens + 1, 1, 256, 512));
+  EXPECT_FALSE(cuda::use_weight_streamer(cuda::kStreamMaxTokens + 1, 2, 4096, 14336));
+  EXPECT_FALSE(cuda::use_weight_streamer(0, 8, 256, 512));
+  EXPECT_TRUE(cuda::use_weight_streamer(1, 8, 64, 1 << 20));  // a K of a million
+  EXPECT_TRUE(cuda::layer_uses_weight_streamer(8, 8, 2048, 768));    // qwen3
+  EXPECT_TRUE(cuda::layer_uses_weight_streamer(16, 8, 7168, 2048));  // deepseek
+  EXPECT_FALSE(cuda::layer_uses_weight_streamer(cuda::kStreamMaxTokens + 1, 8, 7168, 2048));
+  EXPECT_FALSE(cuda::layer_uses_weight_streamer(16, 32, 7168, 2048));
+  EXPECT_TRUE(cuda::layer_uses_weight_streamer(2, 8, 4096, 1 << 20));
+  EXPECT_EQ(1, cuda::streamer_column_sets(cuda::kStreamOneSetMaxTokens));
+  EXPECT_EQ(2, cuda::streamer_column_sets(cuda::kStreamOneSetMaxTokens + 1));
+  EXPECT_EQ(2, cuda::streamer_column_sets(cuda::kStreamKernelMaxTokens));
   EXPECT_LE(cuda::kStreamMaxTokens, cuda::kStreamKernelMaxTokens);
 }
 
@@ -246,10 +255,10 @@ TEST(CudaHostPolicy, StreamerStagesSmallBatchRows) {
   // A row of K = 2048 (4 KB) at T = 1 in 1000 CTAs: four per SM, 4 stages;
   // in 396 (or at T = 2), three per SM, 6 stages.
   EXPECT_EQ(4, cuda::weight_streamer_ctas_per_sm(9216, 4112, 1000, 1, 132));
-  EXPECT_EQ(4, cuda::weight_streamer_stages(9216, 4112, 4));
+  EXPECT_EQ(4, cuda::weight_streamer_stages(9216, 4112, 4, 1));
   EXPECT_EQ(3, cuda::weight_streamer_ctas_per_sm(9216, 4112, 396, 1, 132));
   EXPECT_EQ(3, cuda::weight_streamer_ctas_per_sm(9216, 2 * 4112, 1000, 2, 132));
-  EXPECT_EQ(6, cuda::weight_streamer_stages(9216, 4112, 3));
+  EXPECT_EQ(6, cuda::weight_streamer_stages(9216, 4112, 3, 2));
   for (int64_t kb = 1; kb <= 480; ++kb) {
     for (int64_t T = 1; T <= cuda::kStreamKernelMaxTokens; ++T)
       for (bool f32 : {false, true}) {
@@ -259,11 +268,12 @@ TEST(CudaHostPolicy, StreamerStagesSmallBatchRows) {
         const size_t staged = size_t(rows) * cuda::weight_streamer_staged_pitch(kb);
         for (int64_t grid : {1, 1000}) {
           const int per_sm = cuda::weight_streamer_ctas_per_sm(9216, staged, grid, T, 132);
-          const int s = cuda::weight_streamer_stages(9216, staged, per_sm);
+          const int s = cuda::weight_streamer_stages(9216, staged, per_sm, T);
           EXPECT_GE(s, per_sm == 4 ? 3 : 4) << kb << " " << T;
-          EXPECT_LE(staged + size_t(s) * 9216, per_sm == 4   ? cuda::kStreamFourCtaBytes
-                                               : per_sm == 3 ? cuda::kStreamSmallCtaBytes
-                                                             : cuda::kStreamTwoCtaBytes)
+          EXPECT_LE(staged + size_t(s) * 9216, cuda::streamer_column_sets(T) > 1 ? cuda::kStreamTwoSetCtaBytes
+                                               : per_sm == 4                     ? cuda::kStreamFourCtaBytes
+                                               : per_sm == 3                     ? cuda::kStreamSmallCtaBytes
+                                                                                 : cuda::kStreamTwoCtaBytes)
               << kb << " " << T;
         }
       }
@@ -312,21 +322,27 @@ TEST(CudaHostPolicy, FourStreamerCtasPerSmAtOneTokenWithStagedRow) {
 // kStreamKernelMaxTokens) at a pitch of the stage's K and 16 bytes, in
 // whole 128 bytes; a grid of more than two CTAs per SM gets as many slots as
 // fit in kStreamSmallCtaBytes (three CTAs share an SM), a smaller one as
-// many as fit in kStreamTwoCtaBytes, at most 8 and never fewer than 4.
+// many as fit in kStreamTwoCtaBytes, at most 8 and never fewer than 4. From
+// T = 9 (two column sets) two CTAs share an SM, each with as many as fit in
+// kStreamTwoSetCtaBytes.
 TEST(CudaHostPolicy, WeightStreamerRingFitsItsBudget) {
   EXPECT_EQ(size_t(528), cuda::weight_streamer_x_pitch(1));  // 4 K blocks of BF16 + 16
   EXPECT_EQ(size_t(272), cuda::weight_streamer_x_pitch(2));  // 2 K blocks
   EXPECT_EQ(size_t(9216 + 640), cuda::weight_streamer_stage_bytes(1, 1));
   EXPECT_EQ(size_t(9216 + 8 * 528), cuda::weight_streamer_stage_bytes(1, 8));  // 13440: whole 128 B
-  EXPECT_EQ(cuda::weight_streamer_stage_bytes(1, 8), cuda::weight_streamer_stage_bytes(1, 100));
+  EXPECT_EQ(size_t(9216 + 16 * 528), cuda::weight_streamer_stage_bytes(1, 16));  // 17664
+  EXPECT_EQ(cuda::weight_streamer_stage_bytes(1, 16), cuda::weight_streamer_stage_bytes(1, 100));
   EXPECT_EQ(size_t(10112), cuda::weight_streamer_stage_bytes(2, 3));  // 9216 + 3 x 272 = 10032
   const auto stages = [](size_t slot, int64_t T, int64_t grid) {
-    return cuda::weight_streamer_stages(slot, 0, cuda::weight_streamer_ctas_per_sm(slot, 0, grid, T, 132));
+    return cuda::weight_streamer_stages(slot, 0, cuda::weight_streamer_ctas_per_sm(slot, 0, grid, T, 132), T);
   };
   EXPECT_EQ(6, stages(cuda::weight_streamer_stage_bytes(1, 1), 1, 1000));
   EXPECT_EQ(8, stages(cuda::weight_streamer_stage_bytes(1, 1), 1, 264));
   EXPECT_EQ(4, stages(cuda::weight_streamer_stage_bytes(1, 8), 8, 1000));
   EXPECT_EQ(7, stages(cuda::weight_streamer_stage_bytes(1, 8), 8, 100));
+  EXPECT_EQ(5, stages(cuda::weight_streamer_stage_bytes(1, 16), 16, 10000));
+  EXPECT_EQ(6, stages(cuda::weight_streamer_stage_bytes(2, 16), 16, 10000));
+  EXPECT_EQ(2, cuda::weight_streamer_ctas_per_sm(cuda::weight_streamer_stage_bytes(2, 9), 0, 10000, 9, 132));
   for (int32_t chunks : {1, 2})
     for (int64_t T = 1; T <= cuda::kStreamKernelMaxTokens; ++T)
       for (int64_t grid : {1, 264, 265, 10000}) {
@@ -336,7 +352,9 @@ TEST(CudaHostPolicy, WeightStreamerRingFitsItsBudget) {
         EXPECT_GE(slot, cuda::kStreamStageWeightBytes + size_t(T) * cuda::weight_streamer_x_pitch(chunks));
         EXPECT_GE(s, 4) << chunks << " chunks, T " << T;
         EXPECT_LE(s, 8);
-        EXPECT_LE(size_t(s) * slot, grid > 264 ? cuda::kStreamSmallCtaBytes : cuda::kStreamTwoCtaBytes);
+        EXPECT_LE(size_t(s) * slot, cuda::streamer_column_sets(T) > 1 ? cuda::kStreamTwoSetCtaBytes
+                                    : grid > 264                      ? cuda::kStreamSmallCtaBytes
+                                                                      : cuda::kStreamTwoCtaBytes);
       }
 }
 
