@@ -193,14 +193,10 @@ inline constexpr int32_t kStreamMaxTokens = 16;
 inline constexpr int32_t kStreamKernelMaxTokens = 16;
 // The streamer's CTA validates the call's ids one per consumer thread.
 inline constexpr int64_t kStreamMaxPairs = 256;
-// n8 column sets of the streamer's mma: an expert has at most T rows, so
-// one set up to T = 8 and two beyond, in a kernel instance of its own (two
-// CTAs per SM, kStreamTwoSetCtaBytes; no K split). A CTA whose expert has
-// at most 8 rows skips the second set's loads and mma.
-inline constexpr int32_t kStreamOneSetMaxTokens = 8;
-inline constexpr int streamer_column_sets(int64_t num_tokens) {
-  return num_tokens > kStreamOneSetMaxTokens ? 2 : 1;
-}
+// Rows of a streamer CTA: one n8 column set of mma. An expert with more
+// rows (T > 8) has a row group of up to 8 per CTA, each CTA streaming the
+// expert's weights (row_group_of).
+inline constexpr int32_t kStreamCtaRows = 8;
 // A ring of stages, up to 8 (weight_streamer_stages), each a stage's
 // weights (kStreamStageWeightBytes) beside the expert's activation rows
 // over the same K (weight_streamer_stage_bytes): a grid of more than two
@@ -243,17 +239,14 @@ inline constexpr size_t kStreamTwoCtaBytes = 96 * 1024;
 // NVFP4MOE_STREAM_CTAS_PER_SM=3 keeps four from sharing an SM, for tests:
 // the two instances give the same bits.
 inline constexpr size_t kStreamFourCtaBytes = 45 * 1024;
-// The ring of a CTA of two column sets, two per SM beside their larger
-// static shared memory (partial sums and tile of 16 rows).
-inline constexpr size_t kStreamTwoSetCtaBytes = 88 * 1024;
 // Bytes between a stage's activation rows: its K blocks (4 / chunks) of
 // BF16 and 16 more, so that the eight rows an ldmatrix reads start in
 // different banks.
 inline constexpr size_t weight_streamer_x_pitch(int32_t chunks) { return size_t(4 / chunks) * 128 + 16; }
-// One ring slot: the weights, then one row of x per token (an expert has at
-// most T rows), in whole 128 B.
+// One ring slot: the weights, then one row of x per token of the CTA's
+// row group (an expert has at most T rows), in whole 128 B.
 inline constexpr size_t weight_streamer_stage_bytes(int32_t chunks, int64_t num_tokens) {
-  const int64_t rows = num_tokens < kStreamKernelMaxTokens ? num_tokens : kStreamKernelMaxTokens;
+  const int64_t rows = num_tokens < kStreamCtaRows ? num_tokens : kStreamCtaRows;
   return (kStreamStageWeightBytes + size_t(rows) * weight_streamer_x_pitch(chunks) + 127) / 128 * 128;
 }
 // Beside the ring, rows staged whole (staged_bytes; see
@@ -265,7 +258,7 @@ bool weight_streamer_four_per_sm(size_t stage_bytes, size_t staged_bytes, int64_
                                  int num_sms);
 int weight_streamer_ctas_per_sm(size_t stage_bytes, size_t staged_bytes, int64_t grid_ctas, int64_t num_tokens,
                                 int num_sms);
-int weight_streamer_stages(size_t stage_bytes, size_t staged_bytes, int ctas_per_sm, int64_t num_tokens);
+int weight_streamer_stages(size_t stage_bytes, size_t staged_bytes, int ctas_per_sm);
 // Bytes between staged rows of k_blocks K blocks: BF16 and 16 more, for
 // the same banks as weight_streamer_x_pitch.
 inline constexpr size_t weight_streamer_staged_pitch(int64_t k_blocks) { return size_t(k_blocks) * 128 + 16; }

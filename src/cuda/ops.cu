@@ -303,8 +303,8 @@ Status Context::reserve(int64_t num_tokens, int64_t top_k, int64_t num_experts, 
   const int64_t partial = 2 * int64_t(m.num_sms) * 256 * 32 + split_rows * 2 * max_cols;
   NVFP4MOE_RETURN_IF_ERROR(m.grow(&m.partial_f32, sizeof(float) * partial, nullptr, "partial_f32"));
   // The streamer's K-split workspace, where a K of up to max_cols would
-  // split (the split count only grows with K; from T = 9 it never splits).
-  const int64_t stream_tokens = std::min<int64_t>(num_tokens, kStreamOneSetMaxTokens);
+  // split (the split count only grows with K).
+  const int64_t stream_tokens = std::min<int64_t>(num_tokens, kStreamMaxTokens);
   const int32_t stream_splits = choose_stream_splits(stream_tokens, max_cols);
   if (stream_splits > 1)
     for (const int set : {Impl::kStreamFirst, Impl::kStreamSecond})

@@ -5,11 +5,10 @@
 // add latency. Here the kernel plans for itself:
 //   grid  = (64-row blocks of N / kChunks) x (T*k pairs);
 //   a CTA reads all ids (<= kStreamMaxPairs), validates them exactly like
-//   the plan kernel, and works only if its pair is the first one routed to
-//   its expert, so every hit expert's weights are read once; it gathers that
-//   expert's pairs (<= T <= 16 rows, ascending) as the columns of mma.sync:
-//   one n8 set up to T = 8, from T = 9 a second where the expert has more
-//   than 8 rows.
+//   the plan kernel, and works only if its pair opens a row group of its
+//   expert (the first pair routed to it, and from T = 9 the 9th), so every
+//   hit expert's weights are read once per row group; it gathers that
+//   group's pairs (<= 8 rows, ascending) as the n8 columns of mma.sync.
 // Warps: one producer warp streams the CTA's weights (its kChunks 64-row
 // chunks are contiguous along K in the sm90 layout) and the expert's
 // activation rows over the same K into a ring of shared memory stages with
@@ -84,16 +83,13 @@ static_assert(StreamConfig<1>::kXPitch == StreamConfig<1>::kStageBlocks * 128 + 
                   StreamConfig<2>::kXPitch == StreamConfig<2>::kStageBlocks * 128 + 16,
               "a stage's activation row is its K blocks of BF16 and 16 bytes");
 
-// kColumnSets: n8 column sets of the mma, so an expert has up to
-// 8 * kColumnSets rows (streamer_column_sets, launch.hpp).
-template <int kChunks, int kColumnSets>
+template <int kChunks>
 struct StreamShared {
   using C = StreamConfig<kChunks>;
-  static constexpr int kMaxRows = 8 * kColumnSets;
-  float partial[C::kWarpsK][kMaxRows][C::kRows];
-  float tile[kMaxRows * C::kTileStride];
-  EpilogueRows rows[kMaxRows];
-  int32_t pair_of[kMaxRows];  // the expert's pairs, ascending
+  float partial[C::kWarpsK][kStreamCtaRows][C::kRows];
+  float tile[kStreamCtaRows * C::kTileStride];
+  EpilogueRows rows[kStreamCtaRows];
+  int32_t pair_of[kStreamCtaRows];  // the row group's pairs, ascending
   int32_t warp_hits[kThreads / 32];
   int32_t ids[kAllThreads];  // every id of the call (T * k <= kThreads)
   int32_t bad_pair;
@@ -175,8 +171,8 @@ __device__ __forceinline__ int32_t stream_iterations(int32_t k_blocks) {
 }
 // Lane 0 of the producer: the weights of stage it into ring slot `slot`, whose
 // full barrier expects them and x_rows activation rows.
-template <int kChunks, typename Shared>
-__device__ __forceinline__ void post_stage_weights(Shared& s, uint8_t* ring, uint32_t stage_bytes,
+template <int kChunks>
+__device__ __forceinline__ void post_stage_weights(StreamShared<kChunks>& s, uint8_t* ring, uint32_t stage_bytes,
                                                    const uint8_t* w0, int32_t k_blocks, int32_t chunk_stride,
                                                    int32_t x_rows, int32_t it, int slot) {
   using C = StreamConfig<kChunks>;
@@ -200,8 +196,8 @@ __device__ __forceinline__ void post_stage_weights(Shared& s, uint8_t* ring, uin
 // yet.
 // waits_for_x: the rows are the previous kernel's output. posted: the first
 // stages whose weights lane 0 posted before the ids check (T = 1).
-template <int kChunks, typename Shared>
-__device__ void stream_stages(Shared& s, uint8_t* ring, int num_stages, uint32_t stage_bytes,
+template <int kChunks>
+__device__ void stream_stages(StreamShared<kChunks>& s, uint8_t* ring, int num_stages, uint32_t stage_bytes,
                               const uint8_t* w0, int32_t k_blocks, int32_t chunk_stride, const uint16_t* x_row,
                               int32_t x_rows, bool waits_for_x, int32_t posted) {
   using C = StreamConfig<kChunks>;
@@ -263,17 +259,13 @@ __device__ void stream_stages(Shared& s, uint8_t* ring, int num_stages, uint32_t
 // them (streamer_staged_rows). kCtasPerSm: the occupancy ptxas allots
 // registers for (weight_streamer_ctas_per_sm); four per SM cost 1-2% where
 // three run (NOTES at kStreamFourCtaBytes), hence two instances.
-// kColumnSets: 2 from T = 9 (streamer_column_sets), where a CTA whose
-// expert has more than 8 rows runs the second n8 set of its mma.
-template <int kChunks, bool kSplitK, int kCtasPerSm, int kColumnSets>
+template <int kChunks, bool kSplitK, int kCtasPerSm>
 __global__ void __launch_bounds__(kAllThreads, kCtasPerSm) weight_stream_kernel(const __grid_constant__ GemmParams p,
                                                                                 int num_stages, uint32_t stage_bytes,
                                                                                 uint32_t staged_pitch) {
   using C = StreamConfig<kChunks>;
-  using Shared = StreamShared<kChunks, kColumnSets>;
   constexpr int kWarpsK = C::kWarpsK;
-  constexpr int kMaxRows = Shared::kMaxRows;
-  __shared__ Shared s;
+  __shared__ StreamShared<kChunks> s;
   extern __shared__ __align__(128) uint8_t ring[];
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int32_t pairs = p.num_tokens * p.top_k, me = int32_t(blockIdx.y);
@@ -369,25 +361,27 @@ __global__ void __launch_bounds__(kAllThreads, kCtasPerSm) weight_stream_kernel(
   }
   if (reporter) *p.status = {kPlanOk, 0, 0, 0};
 
-  // 2. Only the expert's first pair works.
+  // 2. Only the pair that opens a row group of its expert works: the
+  //    expert's pairs first_row, +kStreamCtaRows are this CTA's rows.
   const int32_t expert = s.ids[me];
-  if (__syncthreads_or(tid < me && id == expert)) {
+  const int32_t first_row = __syncthreads_count(tid < me && id == expert);
+  if (first_row % kStreamCtaRows != 0) {
     drain_early_copies();
     return;
   }
   const uint8_t* w0 = weights_of(expert);
   if (producer) {
-    // The expert's pairs, ascending, found by the producer warp alone (so
-    // that its first copies wait for no other warp): lane n < num_rows
-    // takes the n-th, whose activation row it copies.
+    // The row group's pairs, ascending, found by the producer warp alone
+    // (so that its first copies wait for no other warp): lane n < num_rows
+    // takes the group's n-th, whose activation row it copies.
     int32_t num_rows = 0, my_pair = 0;
     for (int32_t base = 0; base < pairs; base += 32) {
       const uint32_t hits = __ballot_sync(0xFFFFFFFFu, base + lane < pairs && s.ids[base + lane] == expert);
-      const int32_t nth = lane - num_rows, count = __popc(hits);
+      const int32_t nth = first_row + lane - num_rows, count = __popc(hits);
       if (nth >= 0 && nth < count) my_pair = base + int32_t(__fns(hits, 0, nth + 1));
       num_rows += count;
     }
-    num_rows = min(num_rows, kMaxRows);  // the host keeps T <= kMaxRows
+    num_rows = min(num_rows - first_row, kStreamCtaRows);
     const uint16_t* x_row = p.x ? p.x + pair_row(p.x_map, my_pair, p.top_k) * p.x_stride + kb_begin * 64 : nullptr;
     // Launched to overlap the previous kernel, whose output the activation
     // rows are (the layer's h): everything before their copies reads only
@@ -397,7 +391,7 @@ __global__ void __launch_bounds__(kAllThreads, kCtasPerSm) weight_stream_kernel(
     return;  // the CTA, and with it the ring, lives until the consumers finish
   }
 
-  // 3. The expert's pairs, ascending (ballot per warp, then warp order).
+  // 3. The row group's pairs, ascending (ballot per warp, then warp order).
   const bool hit = tid < pairs && id == expert;
   const uint32_t ballot = __ballot_sync(0xFFFFFFFFu, hit);
   if (lane == 0) s.warp_hits[warp] = __popc(ballot);
@@ -407,8 +401,8 @@ __global__ void __launch_bounds__(kAllThreads, kCtasPerSm) weight_stream_kernel(
     if (w < warp) pos += s.warp_hits[w];
     num_rows += s.warp_hits[w];
   }
-  num_rows = min(num_rows, kMaxRows);  // the host keeps T <= kMaxRows
-  if (hit && pos < kMaxRows) s.pair_of[pos] = tid;
+  num_rows = min(num_rows - first_row, kStreamCtaRows);
+  if (hit && pos >= first_row && pos < first_row + kStreamCtaRows) s.pair_of[pos - first_row] = tid;
   ptx::named_barrier_sync(kConsumerBarrier, kThreads);
   if (tid < num_rows) {
     const int32_t pr = s.pair_of[tid];
@@ -450,23 +444,18 @@ __global__ void __launch_bounds__(kAllThreads, kCtasPerSm) weight_stream_kernel(
   const uint32_t ring_back = uint32_t(num_stages - 1) * stage_bytes;
   // ldmatrix rows: lane 8m + j passes row j (a token; past the expert's rows
   // its first row again, whose output columns are never stored) at k offset
-  // 8m of two k16 steps of this warp's K block; in the second column set,
-  // row 8 + j at x_at + x_set1.
+  // 8m of two k16 steps of this warp's K block.
   // A staged row advances by a stage's K and never wraps.
   const int x_row = lane % 8 < num_rows ? lane % 8 : 0;
   const uint32_t x_in_block = wk * 128 + (lane / 8) * 16;
   uint32_t x_at = staged_pitch ? ptx::smem_addr(staged) + x_row * staged_pitch + x_in_block
                                : ptx::smem_addr(ring) + C::kWeightBytes + x_row * C::kXPitch + x_in_block;
-  const bool second_set = kColumnSets == 2 && num_rows > 8;  // CTA-uniform
-  const uint32_t x_set1 = kColumnSets == 2 ? uint32_t((8 + lane % 8 < num_rows ? 8 + lane % 8 : 0) - x_row) *
-                                                 (staged_pitch ? staged_pitch : uint32_t(C::kXPitch))
-                                           : 0u;
   const uint32_t x_step = staged_pitch ? uint32_t(C::kStageBlocks * 128) : stage_bytes;
   const uint32_t x_back = staged_pitch ? 0u - x_step : ring_back;
   int32_t kb = wk;
-  // Two accumulator chains per column set (even, odd k16 steps):
-  // back-to-back mma on one accumulator would wait out each other's latency.
-  float acc[kColumnSets][2][4] = {};
+  // Two accumulator chains (even, odd k16 steps): back-to-back mma on one
+  // accumulator would wait out each other's latency.
+  float acc[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
   const uint32_t scale_mul = s.scale_mul;  // dequant.cuh: kept in a register through the loop
   PipelineState ps;
   // One stage: wait, load this warp's two fragments and their B fragments,
@@ -478,7 +467,7 @@ __global__ void __launch_bounds__(kAllThreads, kCtasPerSm) weight_stream_kernel(
     ptx::mbarrier_wait_parity(full_at, ps.phase);
     uint4 codes[2];
     uint2 scales[2];
-    uint4 b[kColumnSets][2][2];  // two k16 steps' B fragments per ldmatrix
+    uint4 b[2][2];  // two k16 steps' B fragments per ldmatrix
 #pragma unroll
     for (int u = 0; u < 2; ++u) {
       codes[u] = ptx::ld_shared_v4(codes_at + u * kWarpsK * kSm90ChunkBytes);
@@ -489,12 +478,7 @@ __global__ void __launch_bounds__(kAllThreads, kCtasPerSm) weight_stream_kernel(
         // ~158 instructions; two steps per LDS.128 ran decode 1.025x geomean
         // (H200 A/B, bench/results/2026-12-03-h200-ab-streamer-b-pairs-and-stage-pairs.json).
 #pragma unroll
-        for (int pair = 0; pair < 2; ++pair) b[0][u][pair] = ptx::ldmatrix_x4(x_at + u * kWarpsK * 128 + pair * 64);
-        if (second_set) {
-#pragma unroll
-          for (int pair = 0; pair < 2; ++pair)
-            b[kColumnSets - 1][u][pair] = ptx::ldmatrix_x4(x_at + x_set1 + u * kWarpsK * 128 + pair * 64);
-        }
+        for (int pair = 0; pair < 2; ++pair) b[u][pair] = ptx::ldmatrix_x4(x_at + u * kWarpsK * 128 + pair * 64);
       }
     }
     // Every thread releases the slot after its own loads, as in the GEMM
@@ -515,16 +499,8 @@ __global__ void __launch_bounds__(kAllThreads, kCtasPerSm) weight_stream_kernel(
         dequant_fragment(codes[u], scales[u], scale_mul, a);
 #pragma unroll
         for (int pair = 0; pair < 2; ++pair) {
-          ptx::mma_m16n8k16_bf16(acc[0][0], a[2 * pair], b[0][u][pair].x, b[0][u][pair].y);
-          ptx::mma_m16n8k16_bf16(acc[0][1], a[2 * pair + 1], b[0][u][pair].z, b[0][u][pair].w);
-        }
-        if (second_set) {
-          constexpr int c = kColumnSets - 1;
-#pragma unroll
-          for (int pair = 0; pair < 2; ++pair) {
-            ptx::mma_m16n8k16_bf16(acc[c][0], a[2 * pair], b[c][u][pair].x, b[c][u][pair].y);
-            ptx::mma_m16n8k16_bf16(acc[c][1], a[2 * pair + 1], b[c][u][pair].z, b[c][u][pair].w);
-          }
+          ptx::mma_m16n8k16_bf16(acc[0], a[2 * pair], b[u][pair].x, b[u][pair].y);
+          ptx::mma_m16n8k16_bf16(acc[1], a[2 * pair + 1], b[u][pair].z, b[u][pair].w);
         }
       }
     }
@@ -551,15 +527,10 @@ __global__ void __launch_bounds__(kAllThreads, kCtasPerSm) weight_stream_kernel(
   // 5. K partials -> tile (warp order, then with K splits the splits in
   //    order, then alpha), then the epilogue.
   const int row = chunk * 64 + (wn % 4) * 16 + g;
-#pragma unroll
-  for (int c = 0; c < kColumnSets; ++c) {
-    if (c > 0 && !second_set) break;
-    const int tok = 8 * c + 2 * q;
-    s.partial[wk][tok][row] = acc[c][0][0] + acc[c][1][0];
-    s.partial[wk][tok + 1][row] = acc[c][0][1] + acc[c][1][1];
-    s.partial[wk][tok][row + 8] = acc[c][0][2] + acc[c][1][2];
-    s.partial[wk][tok + 1][row + 8] = acc[c][0][3] + acc[c][1][3];
-  }
+  s.partial[wk][2 * q][row] = acc[0][0] + acc[1][0];
+  s.partial[wk][2 * q + 1][row] = acc[0][1] + acc[1][1];
+  s.partial[wk][2 * q][row + 8] = acc[0][2] + acc[1][2];
+  s.partial[wk][2 * q + 1][row + 8] = acc[0][3] + acc[1][3];
   ptx::named_barrier_sync(kConsumerBarrier, kThreads);
   const auto scaled = [&](float v, int r) {
     const float* alpha = (p.epilogue == EpilogueKind::kSwiGLU && r >= 64) ? p.alpha_up : p.alpha;
@@ -605,14 +576,14 @@ __global__ void __launch_bounds__(kAllThreads, kCtasPerSm) weight_stream_kernel(
   epilogue_store<kChunks, kThreads>(p, w, s.tile, C::kTileStride, s.rows, tid);
 }
 
-template <int kChunks, bool kSplitK, int kCtasPerSm, int kColumnSets>
+template <int kChunks, bool kSplitK, int kCtasPerSm>
 Status launch_stream(const GemmParams& p, const StreamerLaunchShape& shape, cudaStream_t stream, LaunchOrder order) {
   const int32_t pairs = p.num_tokens * p.top_k;
   const dim3 grid(uint32_t(p.n / (64 * kChunks)), uint32_t(pairs), uint32_t(p.stream_splits));
   GemmParams q = p;
   q.overlaps_previous = order == LaunchOrder::kOverlapPrevious;
   const size_t smem = size_t(shape.stages) * shape.stage_bytes + shape.staged_bytes;
-  auto kernel = weight_stream_kernel<kChunks, kSplitK, kCtasPerSm, kColumnSets>;
+  auto kernel = weight_stream_kernel<kChunks, kSplitK, kCtasPerSm>;
   NVFP4MOE_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   NVFP4MOE_CUDA_TRY(
       launch_kernel(kernel, grid, dim3(kAllThreads), smem, stream, order, q, shape.stages, uint32_t(shape.stage_bytes),
@@ -626,13 +597,8 @@ Status launch_stream_occupancy(const GemmParams& p, int num_sms, cudaStream_t st
   const StreamerLaunchShape shape =
       weight_streamer_launch_shape(p.n, p.k, p.num_tokens, p.top_k, kChunks, p.stream_splits,
                                    streamer_staged_rows(p.num_tokens, p.k, p.x_f32 != nullptr), num_sms);
-  if (streamer_column_sets(p.num_tokens) == 2) {
-    // No split instance: choose_stream_splits never splits from T = 9.
-    if constexpr (kSplitK) return make_status(StatusCode::kInternal, "weight streamer K split at T = ", p.num_tokens);
-    else return launch_stream<kChunks, false, 2, 2>(p, shape, stream, order);
-  }
-  return shape.ctas_per_sm == 4 ? launch_stream<kChunks, kSplitK, 4, 1>(p, shape, stream, order)
-                                : launch_stream<kChunks, kSplitK, 3, 1>(p, shape, stream, order);
+  return shape.ctas_per_sm == 4 ? launch_stream<kChunks, kSplitK, 4>(p, shape, stream, order)
+                                : launch_stream<kChunks, kSplitK, 3>(p, shape, stream, order);
 }
 
 template <bool kSplitK>
@@ -646,21 +612,17 @@ Status launch_stream_split(const GemmParams& p, int num_sms, cudaStream_t stream
 }  // namespace
 
 int32_t choose_stream_splits(int64_t num_tokens, int64_t k) {
+  (void)num_tokens;
   const int64_t k_blocks = k / 64;
-  if (streamer_column_sets(num_tokens) > 1) return 1;
   if (const int64_t forced = forced_splits("NVFP4MOE_STREAM_SPLITS"))  // experiments and tests only
     return splits_without_empty(k_blocks, std::min<int64_t>({forced, kMaxStreamSplits, k_blocks}));
   return 1;
 }
 
 // Four CTAs and their reservations within an SM's 228 KB of shared memory.
-static_assert(4 * (kStreamFourCtaBytes + sizeof(StreamShared<2, 1>) + 1024) <= 228 * 1024 &&
-                  sizeof(StreamShared<1, 1>) <= sizeof(StreamShared<2, 1>),
+static_assert(4 * (kStreamFourCtaBytes + sizeof(StreamShared<2>) + 1024) <= 228 * 1024 &&
+                  sizeof(StreamShared<1>) <= sizeof(StreamShared<2>),
               "four streamer CTAs per SM do not fit");
-// Two CTAs of two column sets.
-static_assert(2 * (kStreamTwoSetCtaBytes + sizeof(StreamShared<2, 2>) + 1024) <= 228 * 1024 &&
-                  sizeof(StreamShared<1, 2>) <= sizeof(StreamShared<2, 2>),
-              "two streamer CTAs of two column sets per SM do not fit");
 
 bool weight_streamer_four_per_sm(size_t stage_bytes, size_t staged_bytes, int64_t grid_ctas, int64_t num_tokens,
                                  int num_sms) {
@@ -670,7 +632,6 @@ bool weight_streamer_four_per_sm(size_t stage_bytes, size_t staged_bytes, int64_
 
 int weight_streamer_ctas_per_sm(size_t stage_bytes, size_t staged_bytes, int64_t grid_ctas, int64_t num_tokens,
                                 int num_sms) {
-  if (streamer_column_sets(num_tokens) > 1) return 2;
   const bool three_forced = forced_splits("NVFP4MOE_STREAM_CTAS_PER_SM") == 3;  // experiments and tests only
   if (!three_forced && weight_streamer_four_per_sm(stage_bytes, staged_bytes, grid_ctas, num_tokens, num_sms))
     return 4;
@@ -678,11 +639,10 @@ int weight_streamer_ctas_per_sm(size_t stage_bytes, size_t staged_bytes, int64_t
   return 2;
 }
 
-int weight_streamer_stages(size_t stage_bytes, size_t staged_bytes, int ctas_per_sm, int64_t num_tokens) {
-  const size_t budget = streamer_column_sets(num_tokens) > 1 ? kStreamTwoSetCtaBytes
-                        : ctas_per_sm == 4                   ? kStreamFourCtaBytes
-                        : ctas_per_sm == 3                   ? kStreamSmallCtaBytes
-                                                             : kStreamTwoCtaBytes;
+int weight_streamer_stages(size_t stage_bytes, size_t staged_bytes, int ctas_per_sm) {
+  const size_t budget = ctas_per_sm == 4   ? kStreamFourCtaBytes
+                        : ctas_per_sm == 3 ? kStreamSmallCtaBytes
+                                           : kStreamTwoCtaBytes;
   return int(std::min<size_t>(kMaxStages, (budget - std::min(budget, staged_bytes)) / stage_bytes));
 }
 
@@ -696,7 +656,7 @@ StreamerLaunchShape weight_streamer_launch_shape(int64_t n, int64_t k, int64_t n
   shape.staged_bytes = size_t(staged_rows) * shape.staged_pitch;
   shape.ctas_per_sm =
       weight_streamer_ctas_per_sm(shape.stage_bytes, shape.staged_bytes, shape.ctas, num_tokens, num_sms);
-  shape.stages = weight_streamer_stages(shape.stage_bytes, shape.staged_bytes, shape.ctas_per_sm, num_tokens);
+  shape.stages = weight_streamer_stages(shape.stage_bytes, shape.staged_bytes, shape.ctas_per_sm);
   return shape;
 }
 

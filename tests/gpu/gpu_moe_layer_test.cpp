@@ -135,8 +135,8 @@ TEST_F(GpuMoeLayer, CombineOverSlotBatches) {
 TEST_F(GpuMoeLayer, DecodeSingleToken) { check({64, 1024, 256, 1, 8, false, Activation::kSwiGLU}); }
 TEST_F(GpuMoeLayer, DecodeTwoTokensOaiMerged) { check({32, 512, 320, 2, 4, true, Activation::kSwiGLUOai}); }
 TEST_F(GpuMoeLayer, DecodeEightTokensOaiMerged) { check({32, 512, 320, 8, 4, true, Activation::kSwiGLUOai}); }
-// Two column sets in both streamers: E = 4, k = 2 at T = 16 puts 8 rows on
-// an expert on average, some above and some below.
+// Row groups in both streamers: E = 4, k = 2 at T = 16 puts 8 rows on an
+// expert on average, some above and some below.
 TEST_F(GpuMoeLayer, DecodeSixteenTokens) {
   check({4, 512, 256, 16, 2, false, Activation::kSwiGLU});
   check({32, 512, 320, 12, 4, true, Activation::kSwiGLUOai});

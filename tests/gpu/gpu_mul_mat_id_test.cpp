@@ -407,15 +407,14 @@ TEST_F(GpuMulMatId, WeightStreamerShapes) {
     }
 }
 
-// Two column sets (T = 9-16): experts of more than 8 rows run the second
-// n8 set, the others skip it in the same launch. E = 2 with k = 2 gives both
-// experts every token (16 rows at T = 16); E = 4 and E = 8 with k = 2 mix
-// experts above and below 8 rows. qwen3's down shape (two-chunk CTAs, K =
-// 768), a one-chunk K = 2048 and mixtral's K = 14336, one row per token and
-// per slot, F32 and BF16 x, every output row checked.
-TEST_F(GpuMulMatId, WeightStreamerSixteenColumns) {
+// Row groups (T = 9-16): an expert of more than 8 rows has a second CTA per
+// row block, which takes its 9th to 16th pairs. E = 2 with k = 2 gives both
+// experts every token (two full groups at T = 16); E = 4 and E = 8 with k = 2
+// mix experts above and below 8 rows. qwen3's down shape (two-chunk CTAs,
+// K = 768), a one-chunk K = 2048 and mixtral's K = 14336, one row per token
+// and per slot, F32 and BF16 x, every output row checked.
+TEST_F(GpuMulMatId, WeightStreamerRowGroups) {
   ASSERT_TRUE(cuda::use_weight_streamer(16, 2, 2048, 768));
-  ASSERT_EQ(2, cuda::streamer_column_sets(9));
   for (int64_t T : {9, 12, 16})
     for (DType xd : {DType::kF32, DType::kBF16}) {
       check_case({2, 2048, 768, T, 2, T == 12, xd}, "all-rows-two-chunks");

@@ -219,9 +219,6 @@ TEST(CudaHostPolicy, WeightStreamerCutFollowsTokens) {
   EXPECT_FALSE(cuda::layer_uses_weight_streamer(cuda::kStreamMaxTokens + 1, 8, 7168, 2048));
   EXPECT_FALSE(cuda::layer_uses_weight_streamer(16, 32, 7168, 2048));
   EXPECT_TRUE(cuda::layer_uses_weight_streamer(2, 8, 4096, 1 << 20));
-  EXPECT_EQ(1, cuda::streamer_column_sets(cuda::kStreamOneSetMaxTokens));
-  EXPECT_EQ(2, cuda::streamer_column_sets(cuda::kStreamOneSetMaxTokens + 1));
-  EXPECT_EQ(2, cuda::streamer_column_sets(cuda::kStreamKernelMaxTokens));
   EXPECT_LE(cuda::kStreamMaxTokens, cuda::kStreamKernelMaxTokens);
 }
 
@@ -255,10 +252,10 @@ TEST(CudaHostPolicy, StreamerStagesSmallBatchRows) {
   // A row of K = 2048 (4 KB) at T = 1 in 1000 CTAs: four per SM, 4 stages;
   // in 396 (or at T = 2), three per SM, 6 stages.
   EXPECT_EQ(4, cuda::weight_streamer_ctas_per_sm(9216, 4112, 1000, 1, 132));
-  EXPECT_EQ(4, cuda::weight_streamer_stages(9216, 4112, 4, 1));
+  EXPECT_EQ(4, cuda::weight_streamer_stages(9216, 4112, 4));
   EXPECT_EQ(3, cuda::weight_streamer_ctas_per_sm(9216, 4112, 396, 1, 132));
   EXPECT_EQ(3, cuda::weight_streamer_ctas_per_sm(9216, 2 * 4112, 1000, 2, 132));
-  EXPECT_EQ(6, cuda::weight_streamer_stages(9216, 4112, 3, 2));
+  EXPECT_EQ(6, cuda::weight_streamer_stages(9216, 4112, 3));
   for (int64_t kb = 1; kb <= 480; ++kb) {
     for (int64_t T = 1; T <= cuda::kStreamKernelMaxTokens; ++T)
       for (bool f32 : {false, true}) {
@@ -268,12 +265,11 @@ TEST(CudaHostPolicy, StreamerStagesSmallBatchRows) {
         const size_t staged = size_t(rows) * cuda::weight_streamer_staged_pitch(kb);
         for (int64_t grid : {1, 1000}) {
           const int per_sm = cuda::weight_streamer_ctas_per_sm(9216, staged, grid, T, 132);
-          const int s = cuda::weight_streamer_stages(9216, staged, per_sm, T);
+          const int s = cuda::weight_streamer_stages(9216, staged, per_sm);
           EXPECT_GE(s, per_sm == 4 ? 3 : 4) << kb << " " << T;
-          EXPECT_LE(staged + size_t(s) * 9216, cuda::streamer_column_sets(T) > 1 ? cuda::kStreamTwoSetCtaBytes
-                                               : per_sm == 4                     ? cuda::kStreamFourCtaBytes
-                                               : per_sm == 3                     ? cuda::kStreamSmallCtaBytes
-                                                                                 : cuda::kStreamTwoCtaBytes)
+          EXPECT_LE(staged + size_t(s) * 9216, per_sm == 4   ? cuda::kStreamFourCtaBytes
+                                               : per_sm == 3 ? cuda::kStreamSmallCtaBytes
+                                                             : cuda::kStreamTwoCtaBytes)
               << kb << " " << T;
         }
       }
@@ -319,42 +315,35 @@ TEST(CudaHostPolicy, FourStreamerCtasPerSmAtOneTokenWithStagedRow) {
 }
 
 // A ring slot is a stage's weights and one activation row per token (up to
-// kStreamKernelMaxTokens) at a pitch of the stage's K and 16 bytes, in
+// kStreamCtaRows, a CTA's row group) at a pitch of the stage's K and 16 bytes, in
 // whole 128 bytes; a grid of more than two CTAs per SM gets as many slots as
 // fit in kStreamSmallCtaBytes (three CTAs share an SM), a smaller one as
-// many as fit in kStreamTwoCtaBytes, at most 8 and never fewer than 4. From
-// T = 9 (two column sets) two CTAs share an SM, each with as many as fit in
-// kStreamTwoSetCtaBytes.
+// many as fit in kStreamTwoCtaBytes, at most 8 and never fewer than 4.
 TEST(CudaHostPolicy, WeightStreamerRingFitsItsBudget) {
   EXPECT_EQ(size_t(528), cuda::weight_streamer_x_pitch(1));  // 4 K blocks of BF16 + 16
   EXPECT_EQ(size_t(272), cuda::weight_streamer_x_pitch(2));  // 2 K blocks
   EXPECT_EQ(size_t(9216 + 640), cuda::weight_streamer_stage_bytes(1, 1));
   EXPECT_EQ(size_t(9216 + 8 * 528), cuda::weight_streamer_stage_bytes(1, 8));  // 13440: whole 128 B
-  EXPECT_EQ(size_t(9216 + 16 * 528), cuda::weight_streamer_stage_bytes(1, 16));  // 17664
-  EXPECT_EQ(cuda::weight_streamer_stage_bytes(1, 16), cuda::weight_streamer_stage_bytes(1, 100));
+  EXPECT_EQ(cuda::weight_streamer_stage_bytes(1, 8), cuda::weight_streamer_stage_bytes(1, 100));
   EXPECT_EQ(size_t(10112), cuda::weight_streamer_stage_bytes(2, 3));  // 9216 + 3 x 272 = 10032
   const auto stages = [](size_t slot, int64_t T, int64_t grid) {
-    return cuda::weight_streamer_stages(slot, 0, cuda::weight_streamer_ctas_per_sm(slot, 0, grid, T, 132), T);
+    return cuda::weight_streamer_stages(slot, 0, cuda::weight_streamer_ctas_per_sm(slot, 0, grid, T, 132));
   };
   EXPECT_EQ(6, stages(cuda::weight_streamer_stage_bytes(1, 1), 1, 1000));
   EXPECT_EQ(8, stages(cuda::weight_streamer_stage_bytes(1, 1), 1, 264));
   EXPECT_EQ(4, stages(cuda::weight_streamer_stage_bytes(1, 8), 8, 1000));
   EXPECT_EQ(7, stages(cuda::weight_streamer_stage_bytes(1, 8), 8, 100));
-  EXPECT_EQ(5, stages(cuda::weight_streamer_stage_bytes(1, 16), 16, 10000));
-  EXPECT_EQ(6, stages(cuda::weight_streamer_stage_bytes(2, 16), 16, 10000));
-  EXPECT_EQ(2, cuda::weight_streamer_ctas_per_sm(cuda::weight_streamer_stage_bytes(2, 9), 0, 10000, 9, 132));
   for (int32_t chunks : {1, 2})
     for (int64_t T = 1; T <= cuda::kStreamKernelMaxTokens; ++T)
       for (int64_t grid : {1, 264, 265, 10000}) {
         const size_t slot = cuda::weight_streamer_stage_bytes(chunks, T);
         const int s = stages(slot, T, grid);
         EXPECT_EQ(size_t(0), slot % 128);
-        EXPECT_GE(slot, cuda::kStreamStageWeightBytes + size_t(T) * cuda::weight_streamer_x_pitch(chunks));
+        EXPECT_GE(slot, cuda::kStreamStageWeightBytes +
+                            size_t(std::min<int64_t>(T, cuda::kStreamCtaRows)) * cuda::weight_streamer_x_pitch(chunks));
         EXPECT_GE(s, 4) << chunks << " chunks, T " << T;
         EXPECT_LE(s, 8);
-        EXPECT_LE(size_t(s) * slot, cuda::streamer_column_sets(T) > 1 ? cuda::kStreamTwoSetCtaBytes
-                                    : grid > 264                      ? cuda::kStreamSmallCtaBytes
-                                                                      : cuda::kStreamTwoCtaBytes);
+        EXPECT_LE(size_t(s) * slot, grid > 264 ? cuda::kStreamSmallCtaBytes : cuda::kStreamTwoCtaBytes);
       }
 }
 
