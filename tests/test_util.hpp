@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -57,6 +58,20 @@ inline std::vector<int32_t> random_ids(std::mt19937_64& rng, int64_t T, int64_t 
       std::swap(pool[j], pool[pick(rng)]);
       ids[t * k + j] = pool[j];
     }
+  }
+  return ids;
+}
+
+// As random_ids, but every token routes one of its k slots (at random) to
+// expert `hot`, which then has T rows.
+inline std::vector<int32_t> random_ids_with_hot_expert(std::mt19937_64& rng, int64_t T, int64_t k, int64_t E,
+                                                       int32_t hot) {
+  std::vector<int32_t> ids = random_ids(rng, T, k, E);
+  for (int64_t t = 0; t < T; ++t) {
+    int32_t* row = ids.data() + t * k;
+    if (std::find(row, row + k, hot) != row + k) continue;
+    std::uniform_int_distribution<int64_t> slot(0, k - 1);
+    row[slot(rng)] = hot;
   }
   return ids;
 }

@@ -331,8 +331,7 @@ Status finish_case(Env& env, CaseRun& run, double us, BenchResult* out) {
   out->extra.push_back({"plan_in_graph_us", plan_in_graph_us});
   // 0: the case runs the weight streamer, which needs no plan (plan_us is then
   // what the plan would cost, not part of us).
-  const bool streams = c.op == Op::kLayer ? nc::layer_uses_weight_streamer(T, p.top_k, p.hidden, p.ffn)
-                                          : nc::use_weight_streamer(T, p.top_k, run.rows, run.cols);
+  const bool streams = nc::use_weight_streamer(T, k, E);
   out->extra.push_back({"plan_used", streams && !c.unfused ? 0.0 : 1.0});
   out->extra.push_back({"peak_tflops", env.peak_tflops});
   out->extra.push_back({"read_gbps", env.read_gbps});

@@ -153,8 +153,9 @@ int32_t choose_k_splits(int64_t num_tokens, int64_t top_k, int64_t num_experts, 
                         int32_t block_t, int num_sms);
 
 // The weight streamer (weight_streamer.cu) runs MUL_MAT_ID without a plan
-// for T <= kStreamMaxTokens: rows per expert never exceed T (an expert
-// appears at most once per token), so one n8 mma column set holds them all.
+// for T <= kStreamMaxTokens (use_weight_streamer): rows per expert never
+// exceed T (an expert appears at most once per token), so up to T = 8 one
+// n8 mma column set holds them all, and beyond it a CTA per row group of 8.
 // NOTES: H200 (bench/results/2026-11-30-h200-7d269f0-streamer.json): it wins
 // over plan + wgmma at T = 1, 2 on every preset (no plan launch); from T = 4
 // the plan path streams more bytes per second (deepseek layer T = 4: 424 us
@@ -188,7 +189,7 @@ int32_t choose_k_splits(int64_t num_tokens, int64_t top_k, int64_t num_experts, 
 // release per slot ...-ab-streamer-one-release-staged-rows.json) T = 8 on
 // deepseek, gpt-oss and mixtral ran 1.11-1.26x of the plan path (gate_up,
 // down and layer), so any expert streams up to T = 8, and the line for
-// small experts (4 M weights) went.
+// small experts (4 M weights) went. T = 9-16: use_weight_streamer's NOTES.
 inline constexpr int32_t kStreamMaxTokens = 16;
 inline constexpr int32_t kStreamKernelMaxTokens = 16;
 // The streamer's CTA validates the call's ids one per consumer thread.
@@ -289,19 +290,28 @@ inline int64_t streamer_staged_rows(int64_t num_tokens, int64_t k, bool x_f32) {
 inline bool streamer_stages_f32_row(int64_t num_tokens, int64_t k) {
   return streamer_staged_rows(num_tokens, k, true) == 1;
 }
-// MUL_MAT_ID of n x k experts over T tokens: every shape streams up to
-// kStreamMaxTokens (its ring carries the rows of any K); n and k stay in
-// the signature, as the cut has followed the expert's size before (NOTES
-// above).
-inline bool use_weight_streamer(int64_t num_tokens, int64_t top_k, int64_t n, int64_t k) {
-  (void)n;
-  (void)k;
-  return num_tokens >= 1 && num_tokens <= kStreamMaxTokens && num_tokens * top_k <= kStreamMaxPairs;
-}
-// The layer streams both GEMMs (gate_up: 2 ffn x hidden, down: hidden x ffn)
-// or neither.
-inline bool layer_uses_weight_streamer(int64_t num_tokens, int64_t top_k, int64_t hidden, int64_t ffn) {
-  return use_weight_streamer(num_tokens, top_k, 2 * ffn, hidden) && use_weight_streamer(num_tokens, top_k, hidden, ffn);
+// MUL_MAT_ID over T tokens with top_k of num_experts experts: every shape
+// streams up to kStreamCtaRows tokens (its ring carries the rows of any K),
+// and up to kStreamMaxTokens where the pairs number at most
+// kStreamRowGroupPairsPerExpert per expert; never more than
+// kStreamMaxPairs pairs. The layer streams both GEMMs or neither, by the
+// same rule. NOTES: H200 A/B of row groups at T = 9-16 against the plan
+// path (bench/results/2026-12-04-h200-ab-streamer-row-groups.json, in a
+// graph): T = 9 1.18x geomean (1.05-1.29x), T = 12 1.11x, T = 16 1.08x;
+// deepseek, gpt-oss and qwen3 gain at every T (deepseek gate_up T = 16
+// 1.18-1.22x, gpt-oss layer 1.10-1.29x), except qwen3's down with Zipf at
+// T = 12-16 (0.98-1.00x). Only mixtral (E = 8, k = 2) lost: at T = 16, 4
+// pairs per expert, its down 0.90-0.94x and its Zipf gate_up and layer
+// 0.93-0.97x, where the plan path's tile holds an expert's rows at one
+// weight read; at T = 12, 3 per expert, 0.97-1.10x (geomean 1.02x); at T = 9
+// 1.06-1.24x. A second column set per CTA instead of row groups (two CTAs
+// per SM) ran T = 16 at 0.96x (...-ab-streamer-two-column-sets.json).
+inline constexpr int64_t kStreamRowGroupPairsPerExpert = 3;
+inline bool use_weight_streamer(int64_t num_tokens, int64_t top_k, int64_t num_experts) {
+  const int64_t pairs = num_tokens * top_k;
+  return num_tokens >= 1 && pairs <= kStreamMaxPairs &&
+         (num_tokens <= kStreamCtaRows ||
+          (num_tokens <= kStreamMaxTokens && pairs <= kStreamRowGroupPairsPerExpert * num_experts));
 }
 // A streamer launch's shape, as launch_weight_streamer sizes it: its CTAs,
 // the K blocks of each split, its ring's slot size and stages, and the

@@ -303,8 +303,8 @@ Status Context::reserve(int64_t num_tokens, int64_t top_k, int64_t num_experts, 
   const int64_t partial = 2 * int64_t(m.num_sms) * 256 * 32 + split_rows * 2 * max_cols;
   NVFP4MOE_RETURN_IF_ERROR(m.grow(&m.partial_f32, sizeof(float) * partial, nullptr, "partial_f32"));
   // The streamer's K-split workspace, where a K of up to max_cols would
-  // split (the split count only grows with K).
-  const int64_t stream_tokens = std::min<int64_t>(num_tokens, kStreamMaxTokens);
+  // split (the split count only grows with K; row groups never split).
+  const int64_t stream_tokens = std::min<int64_t>(num_tokens, kStreamCtaRows);
   const int32_t stream_splits = choose_stream_splits(stream_tokens, max_cols);
   if (stream_splits > 1)
     for (const int set : {Impl::kStreamFirst, Impl::kStreamSecond})
@@ -617,7 +617,7 @@ Status mul_mat_id(Context& ctx, const CudaMulMatIdArgs& a, Stream stream) {
   NVFP4MOE_RETURN_IF_ERROR(check_aligned(a.ids, 4, "ids"));
   Context::Impl& m = *ctx.impl();
   const int64_t x_rows = a.x_per_slot ? a.num_tokens * a.top_k : a.num_tokens;
-  if (use_weight_streamer(a.num_tokens, a.top_k, w.rows, w.cols)) {
+  if (use_weight_streamer(a.num_tokens, a.top_k, w.num_experts)) {
     // Decode sizes: both schedules are this one kernel (no tiles to schedule).
     GemmParams p;
     LaunchOrder order = LaunchOrder::kAfterPrevious;
@@ -667,7 +667,7 @@ Status moe_layer(Context& ctx, const CudaMoeLayerArgs& a, Stream stream) {
   const int64_t T = a.num_tokens, k = a.top_k, pairs = T * k, H = L.hidden, F = L.ffn;
   NVFP4MOE_RETURN_IF_ERROR(m.grow(&m.h_bf16, sizeof(uint16_t) * pairs * F, stream, "h_bf16"));
   NVFP4MOE_RETURN_IF_ERROR(m.grow(&m.y_f32, sizeof(float) * pairs * H, stream, "y_f32"));
-  if (!a.unfused && layer_uses_weight_streamer(T, k, H, F)) {
+  if (!a.unfused && use_weight_streamer(T, k, L.num_experts)) {
     // Decode sizes: gate_up + SwiGLU and down + router weight as two weight
     // streams over the pairs (per-pair rows, no sorted order), then the combine.
     // down overlaps gate_up: its CTAs check the ids and stream their weights

@@ -259,7 +259,12 @@ __device__ void stream_stages(StreamShared<kChunks>& s, uint8_t* ring, int num_s
 // them (streamer_staged_rows). kCtasPerSm: the occupancy ptxas allots
 // registers for (weight_streamer_ctas_per_sm); four per SM cost 1-2% where
 // three run (NOTES at kStreamFourCtaBytes), hence two instances.
-template <int kChunks, bool kSplitK, int kCtasPerSm>
+// kRowGroups: T > kStreamCtaRows, where an expert may have more than one
+// row group (three per SM, no K split); an instance of its own, so that the
+// T <= 8 instances keep their code (the row groups' cost 1-3% at T = 1 when
+// every instance carried them: bench/results/2026-12-04-h200-ab-streamer-
+// row-groups.json).
+template <int kChunks, bool kSplitK, int kCtasPerSm, bool kRowGroups>
 __global__ void __launch_bounds__(kAllThreads, kCtasPerSm) weight_stream_kernel(const __grid_constant__ GemmParams p,
                                                                                 int num_stages, uint32_t stage_bytes,
                                                                                 uint32_t staged_pitch) {
@@ -362,10 +367,11 @@ __global__ void __launch_bounds__(kAllThreads, kCtasPerSm) weight_stream_kernel(
   if (reporter) *p.status = {kPlanOk, 0, 0, 0};
 
   // 2. Only the pair that opens a row group of its expert works: the
-  //    expert's pairs first_row, +kStreamCtaRows are this CTA's rows.
+  //    expert's pairs first_row, +kStreamCtaRows are this CTA's rows (up
+  //    to T = 8 one group, the expert's first pair).
   const int32_t expert = s.ids[me];
-  const int32_t first_row = __syncthreads_count(tid < me && id == expert);
-  if (first_row % kStreamCtaRows != 0) {
+  const int32_t first_row = kRowGroups ? __syncthreads_count(tid < me && id == expert) : 0;
+  if (kRowGroups ? first_row % kStreamCtaRows != 0 : __syncthreads_or(tid < me && id == expert)) {
     drain_early_copies();
     return;
   }
@@ -402,7 +408,7 @@ __global__ void __launch_bounds__(kAllThreads, kCtasPerSm) weight_stream_kernel(
     num_rows += s.warp_hits[w];
   }
   num_rows = min(num_rows - first_row, kStreamCtaRows);
-  if (hit && pos >= first_row && pos < first_row + kStreamCtaRows) s.pair_of[pos - first_row] = tid;
+  if (hit && (!kRowGroups || pos >= first_row) && pos < first_row + kStreamCtaRows) s.pair_of[pos - first_row] = tid;
   ptx::named_barrier_sync(kConsumerBarrier, kThreads);
   if (tid < num_rows) {
     const int32_t pr = s.pair_of[tid];
@@ -576,14 +582,14 @@ __global__ void __launch_bounds__(kAllThreads, kCtasPerSm) weight_stream_kernel(
   epilogue_store<kChunks, kThreads>(p, w, s.tile, C::kTileStride, s.rows, tid);
 }
 
-template <int kChunks, bool kSplitK, int kCtasPerSm>
+template <int kChunks, bool kSplitK, int kCtasPerSm, bool kRowGroups>
 Status launch_stream(const GemmParams& p, const StreamerLaunchShape& shape, cudaStream_t stream, LaunchOrder order) {
   const int32_t pairs = p.num_tokens * p.top_k;
   const dim3 grid(uint32_t(p.n / (64 * kChunks)), uint32_t(pairs), uint32_t(p.stream_splits));
   GemmParams q = p;
   q.overlaps_previous = order == LaunchOrder::kOverlapPrevious;
   const size_t smem = size_t(shape.stages) * shape.stage_bytes + shape.staged_bytes;
-  auto kernel = weight_stream_kernel<kChunks, kSplitK, kCtasPerSm>;
+  auto kernel = weight_stream_kernel<kChunks, kSplitK, kCtasPerSm, kRowGroups>;
   NVFP4MOE_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   NVFP4MOE_CUDA_TRY(
       launch_kernel(kernel, grid, dim3(kAllThreads), smem, stream, order, q, shape.stages, uint32_t(shape.stage_bytes),
@@ -597,8 +603,13 @@ Status launch_stream_occupancy(const GemmParams& p, int num_sms, cudaStream_t st
   const StreamerLaunchShape shape =
       weight_streamer_launch_shape(p.n, p.k, p.num_tokens, p.top_k, kChunks, p.stream_splits,
                                    streamer_staged_rows(p.num_tokens, p.k, p.x_f32 != nullptr), num_sms);
-  return shape.ctas_per_sm == 4 ? launch_stream<kChunks, kSplitK, 4>(p, shape, stream, order)
-                                : launch_stream<kChunks, kSplitK, 3>(p, shape, stream, order);
+  if (p.num_tokens > kStreamCtaRows) {
+    // No split instance: choose_stream_splits never splits row groups.
+    if constexpr (kSplitK) return make_status(StatusCode::kInternal, "weight streamer K split at T = ", p.num_tokens);
+    else return launch_stream<kChunks, false, 3, true>(p, shape, stream, order);
+  }
+  return shape.ctas_per_sm == 4 ? launch_stream<kChunks, kSplitK, 4, false>(p, shape, stream, order)
+                                : launch_stream<kChunks, kSplitK, 3, false>(p, shape, stream, order);
 }
 
 template <bool kSplitK>
@@ -612,8 +623,8 @@ Status launch_stream_split(const GemmParams& p, int num_sms, cudaStream_t stream
 }  // namespace
 
 int32_t choose_stream_splits(int64_t num_tokens, int64_t k) {
-  (void)num_tokens;
   const int64_t k_blocks = k / 64;
+  if (num_tokens > kStreamCtaRows) return 1;
   if (const int64_t forced = forced_splits("NVFP4MOE_STREAM_SPLITS"))  // experiments and tests only
     return splits_without_empty(k_blocks, std::min<int64_t>({forced, kMaxStreamSplits, k_blocks}));
   return 1;

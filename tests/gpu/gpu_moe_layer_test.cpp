@@ -19,6 +19,7 @@ struct LayerCase {
   bool merged;
   Activation act;
   Schedule schedule = Schedule::kCompact;
+  int32_t hot_expert = -1;  // >= 0: every token routes a slot to it (random_ids_with_hot_expert)
 };
 
 class GpuMoeLayer : public GpuTest {
@@ -65,7 +66,8 @@ class GpuMoeLayer : public GpuTest {
     cuda::DeviceMoeLayer layer;
     ASSERT_OK(cuda::upload_moe_layer(b.view, b.act, &layer));
     std::vector<float> x = random_normal(rng, size_t(c.T * c.H), 1.0f);
-    std::vector<int32_t> ids = random_ids(rng, c.T, c.k, c.E);
+    std::vector<int32_t> ids = c.hot_expert >= 0 ? random_ids_with_hot_expert(rng, c.T, c.k, c.E, c.hot_expert)
+                                                 : random_ids(rng, c.T, c.k, c.E);
     std::vector<float> rw(c.T * c.k);
     std::uniform_real_distribution<float> u(0.05f, 1.0f);
     for (auto& v : rw) v = u(rng);
@@ -135,11 +137,12 @@ TEST_F(GpuMoeLayer, CombineOverSlotBatches) {
 TEST_F(GpuMoeLayer, DecodeSingleToken) { check({64, 1024, 256, 1, 8, false, Activation::kSwiGLU}); }
 TEST_F(GpuMoeLayer, DecodeTwoTokensOaiMerged) { check({32, 512, 320, 2, 4, true, Activation::kSwiGLUOai}); }
 TEST_F(GpuMoeLayer, DecodeEightTokensOaiMerged) { check({32, 512, 320, 8, 4, true, Activation::kSwiGLUOai}); }
-// Row groups in both streamers: E = 4, k = 2 at T = 16 puts 8 rows on an
-// expert on average, some above and some below.
+// Row groups in both streamers (T = 9-16): one expert on a slot of every
+// token (two groups), the others random.
 TEST_F(GpuMoeLayer, DecodeSixteenTokens) {
-  check({4, 512, 256, 16, 2, false, Activation::kSwiGLU});
-  check({32, 512, 320, 12, 4, true, Activation::kSwiGLUOai});
+  ASSERT_TRUE(cuda::use_weight_streamer(16, 2, 16));
+  check({16, 512, 256, 16, 2, false, Activation::kSwiGLU, Schedule::kCompact, 2});
+  check({32, 512, 320, 12, 4, true, Activation::kSwiGLUOai, Schedule::kCompact, 0});
 }
 
 // Both decode streamers split K (gate_up over H = 1024 into 3, down over

@@ -113,12 +113,15 @@ class GpuMulMatId : public GpuTest {
     run_case(c, rng_f32, ids, w, dw, f32);
   }
 
-  void check_case(const Case& c, const char* label) {
+  // hot_expert >= 0: every token routes a slot to that expert
+  // (random_ids_with_hot_expert), which then has T rows.
+  void check_case(const Case& c, const char* label, int32_t hot_expert = -1) {
     std::mt19937_64 rng(test_seed());
     ExpertWeights w = random_weights(rng, c.E, c.N, c.K);
     cuda::DeviceExpertWeights dw;
     ASSERT_OK(cuda::upload_expert_weights(w.view(), &dw));
-    const std::vector<int32_t> ids = random_ids(rng, c.T, c.k, c.E);
+    const std::vector<int32_t> ids = hot_expert >= 0 ? random_ids_with_hot_expert(rng, c.T, c.k, c.E, hot_expert)
+                                                     : random_ids(rng, c.T, c.k, c.E);
     CaseRun r;
     run_case(c, rng, ids, w, dw, &r);
     const double limit = c.y_dtype == DType::kF32 ? kNmseF32Out : kNmseBf16Out;
@@ -388,8 +391,9 @@ TEST_F(GpuMulMatId, Bf16RowsStoredAcrossTilesOfPersistentCtas) {
 // Around the weight streamer (T <= kStreamMaxTokens) and its hand-over to
 // the plan path: T = 1..kStreamMaxTokens + 2 with F32 and BF16 x (rows
 // staged whole by the consumers up to T = 4, F32 rounded by them at T = 1
-// and converted first from T = 2; in the ring from T = 5), the largest k
-// and E the API allows, both x layouts and dtypes, and N % 128 == 64.
+// and converted first from T = 2; in the ring from T = 5; E = 16, k = 4
+// streams up to T = 12, 3 pairs per expert), the largest k and E the API
+// allows, both x layouts and dtypes, and N % 128 == 64.
 TEST_F(GpuMulMatId, WeightStreamerShapes) {
   for (int64_t T = 1; T <= cuda::kStreamMaxTokens + 2; ++T)
     for (DType xd : {DType::kF32, DType::kBF16}) {
@@ -401,26 +405,32 @@ TEST_F(GpuMulMatId, WeightStreamerShapes) {
       check_case({1024, 192, 128, 2, 32, false, xd, yd}, "streamer-E1024-k32");
       check_case({40, 128, 1024, 1, 32, true, xd, yd}, "streamer-per-slot");
       // kStreamMaxPairs: 256 pairs stream, 288 take the plan path.
-      check_case({64, 128, 256, 16, 16, false, xd, yd}, "streamer-256-pairs");
+      ASSERT_TRUE(cuda::use_weight_streamer(16, 16, 128));
+      ASSERT_FALSE(cuda::use_weight_streamer(9, 32, 64));
+      check_case({128, 128, 256, 16, 16, false, xd, yd}, "streamer-256-pairs");
       check_case({64, 128, 256, 9, 32, true, xd, yd}, "plan-288-pairs");
       if (HasFatalFailure()) return;
     }
 }
 
-// Row groups (T = 9-16): an expert of more than 8 rows has a second CTA per
-// row block, which takes its 9th to 16th pairs. E = 2 with k = 2 gives both
-// experts every token (two full groups at T = 16); E = 4 and E = 8 with k = 2
-// mix experts above and below 8 rows. qwen3's down shape (two-chunk CTAs,
-// K = 768), a one-chunk K = 2048 and mixtral's K = 14336, one row per token
-// and per slot, F32 and BF16 x, every output row checked.
+// Row groups (T = 9-16): an expert of more than 8 rows has a CTA per row
+// block for each 8 of its pairs. One expert takes a slot of every token (9,
+// 12 or 16 rows: a full group and 1, 4 or 8 more), the others' rows are
+// random: qwen3's down shape (two-chunk CTAs, K = 768) with E = 16, k = 2, a
+// one-chunk K = 2048 and mixtral's K = 14336 with E = 8, k = 2 (at T = 9 and
+// 12, where the policy streams it), and qwen3's whole down at k = 8; one
+// row per token and per slot, F32 and BF16 x, every output row checked.
 TEST_F(GpuMulMatId, WeightStreamerRowGroups) {
-  ASSERT_TRUE(cuda::use_weight_streamer(16, 2, 2048, 768));
   for (int64_t T : {9, 12, 16})
     for (DType xd : {DType::kF32, DType::kBF16}) {
-      check_case({2, 2048, 768, T, 2, T == 12, xd}, "all-rows-two-chunks");
-      check_case({4, 1536, 2048, T, 2, T == 9, xd}, "mixed-one-chunk");
-      check_case({8, 256, 14336, T, 2, T == 16, xd}, "long-K");
-      check_case({128, 2048, 768, T, 8, true, xd}, "qwen3-down");
+      ASSERT_TRUE(cuda::use_weight_streamer(T, 2, 16));
+      check_case({16, 2048, 768, T, 2, T == 12, xd}, "hot-expert-two-chunks", 3);
+      check_case({16, 1536, 2048, T, 2, T == 9, xd}, "hot-expert-one-chunk", 0);
+      if (T <= 12) {
+        ASSERT_TRUE(cuda::use_weight_streamer(T, 2, 8));
+        check_case({8, 256, 14336, T, 2, T == 9, xd}, "hot-expert-long-K", 7);
+      }
+      check_case({128, 2048, 768, T, 8, true, xd}, "qwen3-down", 5);
       if (HasFatalFailure()) return;
     }
 }
@@ -432,9 +442,9 @@ TEST_F(GpuMulMatId, WeightStreamerRowGroups) {
 // not fit shared memory before the ring carried them), F32 and BF16 x,
 // every output row checked.
 TEST_F(GpuMulMatId, WeightStreamerEightColumns) {
-  ASSERT_TRUE(cuda::use_weight_streamer(8, 8, 2048, 768));
-  ASSERT_TRUE(cuda::use_weight_streamer(8, 8, 1536, 2048));
-  ASSERT_TRUE(cuda::use_weight_streamer(8, 8, 256, 14336));
+  ASSERT_TRUE(cuda::use_weight_streamer(8, 8, 128));
+  ASSERT_TRUE(cuda::use_weight_streamer(8, 8, 128));
+  ASSERT_TRUE(cuda::use_weight_streamer(8, 2, 8));
   for (int64_t T : {5, 7, 8})
     for (DType xd : {DType::kF32, DType::kBF16}) {
       check_case({128, 2048, 768, T, 8, true, xd}, "qwen3-down");
@@ -463,7 +473,7 @@ TEST_F(GpuMulMatId, WeightStreamerEightColumns) {
 // chunk on 132 SMs) and T = 3 (384: two), one row per token and per slot,
 // F32 and BF16 x.
 TEST_F(GpuMulMatId, WeightStreamerChunkFormsAreRightAndRepeatable) {
-  ASSERT_TRUE(cuda::use_weight_streamer(3, 8, 2048, 1536));
+  ASSERT_TRUE(cuda::use_weight_streamer(3, 8, 32));
   ASSERT_EQ(1, cuda::weight_streamer_chunks(false, 2048, 1536, 2, 8, 32, 1, 132));
   ASSERT_EQ(2, cuda::weight_streamer_chunks(false, 2048, 1536, 3, 8, 32, 1, 132));
   for (int64_t T : {2, 3})
@@ -502,7 +512,7 @@ TEST_F(GpuMulMatId, WeightStreamerFourCtasPerSmSameBits) {
   for (const Shape& sh : {Shape{8, 4096, 2048, 1, 8, false}, Shape{16, 8192, 768, 1, 8, true}})
     for (DType xd : {DType::kF32, DType::kBF16}) {
       const Case c{sh.E, sh.N, sh.K, sh.T, sh.k, sh.per_slot, xd};
-      ASSERT_TRUE(cuda::use_weight_streamer(c.T, c.k, c.N, c.K));
+      ASSERT_TRUE(cuda::use_weight_streamer(c.T, c.k, c.E));
       const int32_t chunks = cuda::weight_streamer_chunks(false, c.N, c.K, c.T, c.k, c.E, 1, ctx->num_sms());
       const cuda::StreamerLaunchShape shape = cuda::weight_streamer_launch_shape(
           c.N, c.K, c.T, c.k, chunks, 1, cuda::streamer_staged_rows(c.T, c.K, false), ctx->num_sms());
@@ -596,7 +606,7 @@ TEST_F(GpuMulMatId, WeightStreamerKSplit) {
     ASSERT_EQ(2, cuda::choose_stream_splits(4, 14336));
     check_case({8, 256, 14336, 4, 2, true}, "stream-split-2");
     if (HasFatalFailure()) return;
-    ASSERT_TRUE(cuda::use_weight_streamer(6, 2, 4096, 7168));
+    ASSERT_TRUE(cuda::use_weight_streamer(6, 2, 8));
     check_case({8, 256, 7168, 6, 2, false}, "stream-split-2-T6");
     if (HasFatalFailure()) return;
   }

@@ -195,30 +195,26 @@ TEST(CudaHostPolicy, StreamSplitsOnlyWhenForced) {
   ASSERT_EQ(0, unsetenv("NVFP4MOE_STREAM_SPLITS"));
 }
 
-// The streamer takes T <= kStreamMaxTokens for every expert, up to
+// The streamer takes up to kStreamCtaRows tokens for every expert and
+// shape, up to kStreamMaxTokens where the pairs are at most
+// kStreamRowGroupPairsPerExpert per expert, and never more than
 // kStreamMaxPairs pairs (one id per consumer thread); no K is too long for
-// it (its ring carries the activation rows). The layer streams where both
-// its GEMMs do.
-TEST(CudaHostPolicy, WeightStreamerCutFollowsTokens) {
-  EXPECT_TRUE(cuda::use_weight_streamer(1, 8, 1536, 2048));
-  EXPECT_TRUE(cuda::use_weight_streamer(8, 2, 4096, 14336));  // mixtral down
-  EXPECT_TRUE(cuda::use_weight_streamer(8, 8, 1536, 2048));   // qwen3 gate_up
-  EXPECT_TRUE(cuda::use_weight_streamer(16, 8, 2048, 768));   // qwen3 down
-  EXPECT_TRUE(cuda::use_weight_streamer(7, 4, 2880, 2880));   // gpt-oss down
-  EXPECT_TRUE(cuda::use_weight_streamer(16, 8, 4096, 7168));  // deepseek gate_up
-  EXPECT_TRUE(cuda::use_weight_streamer(8, 32, 256, 512));    // 256 pairs
-  EXPECT_FALSE(cuda::use_weight_streamer(9, 32, 256, 512));   // 288
-  EXPECT_TRUE(cuda::use_weight_streamer(16, 16, 256, 512));
-  EXPECT_FALSE(cuda::use_weight_streamer(16, 17, 256, 512));
-  EXPECT_FALSE(cuda::use_weight_streamer(cuda::kStreamMaxTokens + 1, 1, 256, 512));
-  EXPECT_FALSE(cuda::use_weight_streamer(cuda::kStreamMaxTokens + 1, 2, 4096, 14336));
-  EXPECT_FALSE(cuda::use_weight_streamer(0, 8, 256, 512));
-  EXPECT_TRUE(cuda::use_weight_streamer(1, 8, 64, 1 << 20));  // a K of a million
-  EXPECT_TRUE(cuda::layer_uses_weight_streamer(8, 8, 2048, 768));    // qwen3
-  EXPECT_TRUE(cuda::layer_uses_weight_streamer(16, 8, 7168, 2048));  // deepseek
-  EXPECT_FALSE(cuda::layer_uses_weight_streamer(cuda::kStreamMaxTokens + 1, 8, 7168, 2048));
-  EXPECT_FALSE(cuda::layer_uses_weight_streamer(16, 32, 7168, 2048));
-  EXPECT_TRUE(cuda::layer_uses_weight_streamer(2, 8, 4096, 1 << 20));
+// it (its ring carries the activation rows).
+TEST(CudaHostPolicy, WeightStreamerCutFollowsTokensAndPairs) {
+  EXPECT_TRUE(cuda::use_weight_streamer(1, 8, 128));
+  EXPECT_TRUE(cuda::use_weight_streamer(8, 2, 8));     // mixtral: 2 pairs per expert
+  EXPECT_TRUE(cuda::use_weight_streamer(12, 2, 8));    // 3
+  EXPECT_FALSE(cuda::use_weight_streamer(13, 2, 8));   // 3.25
+  EXPECT_FALSE(cuda::use_weight_streamer(16, 2, 8));   // 4
+  EXPECT_TRUE(cuda::use_weight_streamer(16, 8, 128));  // qwen3: 1
+  EXPECT_TRUE(cuda::use_weight_streamer(16, 8, 256));  // deepseek: 0.5
+  EXPECT_TRUE(cuda::use_weight_streamer(16, 4, 32));   // gpt-oss: 2
+  EXPECT_TRUE(cuda::use_weight_streamer(8, 32, 32));   // 256 pairs, 8 per expert
+  EXPECT_FALSE(cuda::use_weight_streamer(9, 32, 1024));  // 288 pairs
+  EXPECT_TRUE(cuda::use_weight_streamer(16, 16, 1024));
+  EXPECT_FALSE(cuda::use_weight_streamer(16, 17, 1024));
+  EXPECT_FALSE(cuda::use_weight_streamer(cuda::kStreamMaxTokens + 1, 1, 1024));
+  EXPECT_FALSE(cuda::use_weight_streamer(0, 8, 128));
   EXPECT_LE(cuda::kStreamMaxTokens, cuda::kStreamKernelMaxTokens);
 }
 
