@@ -196,7 +196,7 @@ inline constexpr int32_t kStreamKernelMaxTokens = 16;
 inline constexpr int64_t kStreamMaxPairs = 256;
 // Rows of a streamer CTA: one n8 column set of mma. An expert with more
 // rows (T > 8) has a row group of up to 8 per CTA, each CTA streaming the
-// expert's weights (row_group_of).
+// expert's weights (weight_streamer.cu, step 2).
 inline constexpr int32_t kStreamCtaRows = 8;
 // A ring of stages, up to 8 (weight_streamer_stages), each a stage's
 // weights (kStreamStageWeightBytes) beside the expert's activation rows

@@ -443,7 +443,6 @@ TEST_F(GpuMulMatId, WeightStreamerRowGroups) {
 // every output row checked.
 TEST_F(GpuMulMatId, WeightStreamerEightColumns) {
   ASSERT_TRUE(cuda::use_weight_streamer(8, 8, 128));
-  ASSERT_TRUE(cuda::use_weight_streamer(8, 8, 128));
   ASSERT_TRUE(cuda::use_weight_streamer(8, 2, 8));
   for (int64_t T : {5, 7, 8})
     for (DType xd : {DType::kF32, DType::kBF16}) {
@@ -540,9 +539,10 @@ TEST_F(GpuMulMatId, WeightStreamerFourCtasPerSmSameBits) {
 // The same inputs launched again and again give the same bits: shapes whose
 // rings refill slots within a CTA (the streamer at qwen3's down and gate_up
 // at T = 8 and its down at T = 16, each slot filled several times per CTA;
-// the GEMM at T = 64), F32 and BF16 x, each launch after a poisoning of y. A refill that
-// overtakes the consumers' last reads of its slot shows here as a launch
-// that differs from the first (8-16 outputs of one warp, at random).
+// the GEMM at T = 64), F32 and BF16 x, each launch after a poisoning of y.
+// A refill that overtakes the consumers' last reads of its slot shows here
+// as a launch that differs from the first (8-16 outputs of one warp, at
+// random).
 TEST_F(GpuMulMatId, RepeatedLaunchesGiveTheSameBits) {
   constexpr int kLaunches = 64;
   struct Shape {
