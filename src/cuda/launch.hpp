@@ -198,6 +198,9 @@ inline constexpr int64_t kStreamMaxPairs = 256;
 // rows (T > 8) has a row group of up to 8 per CTA, each CTA streaming the
 // expert's weights (weight_streamer.cu, step 2).
 inline constexpr int32_t kStreamCtaRows = 8;
+// Whether a call's experts may have more than one row group: the kernel
+// instances of row groups, which never split K.
+inline constexpr bool streamer_row_groups(int64_t num_tokens) { return num_tokens > kStreamCtaRows; }
 // A ring of stages, up to 8 (weight_streamer_stages), each a stage's
 // weights (kStreamStageWeightBytes) beside the expert's activation rows
 // over the same K (weight_streamer_stage_bytes): a grid of more than two

@@ -603,7 +603,7 @@ Status launch_stream_occupancy(const GemmParams& p, int num_sms, cudaStream_t st
   const StreamerLaunchShape shape =
       weight_streamer_launch_shape(p.n, p.k, p.num_tokens, p.top_k, kChunks, p.stream_splits,
                                    streamer_staged_rows(p.num_tokens, p.k, p.x_f32 != nullptr), num_sms);
-  if (p.num_tokens > kStreamCtaRows) {
+  if (streamer_row_groups(p.num_tokens)) {
     // No split instance: choose_stream_splits never splits row groups.
     if constexpr (kSplitK) return make_status(StatusCode::kInternal, "weight streamer K split at T = ", p.num_tokens);
     else return launch_stream<kChunks, false, 3, true>(p, shape, stream, order);
@@ -624,7 +624,7 @@ Status launch_stream_split(const GemmParams& p, int num_sms, cudaStream_t stream
 
 int32_t choose_stream_splits(int64_t num_tokens, int64_t k) {
   const int64_t k_blocks = k / 64;
-  if (num_tokens > kStreamCtaRows) return 1;
+  if (streamer_row_groups(num_tokens)) return 1;
   if (const int64_t forced = forced_splits("NVFP4MOE_STREAM_SPLITS"))  // experiments and tests only
     return splits_without_empty(k_blocks, std::min<int64_t>({forced, kMaxStreamSplits, k_blocks}));
   return 1;
