@@ -185,7 +185,7 @@ Status read_floor_in_graph(Env& env, int reps, double bytes, double* us) {
 // in a graph of kCallsPerGraph calls (rotating routings, activations and
 // weight copies as above), and read_floor_in_graph_us, the same bytes read
 // by a plain read stream.
-constexpr int64_t kInGraphMaxTokens = 16;
+constexpr int64_t kInGraphMaxTokens = 32;
 Status time_in_graph(Env& env, int reps, int64_t num_tokens, const std::function<Status(int)>& enqueue,
                      BenchResult* out) {
   if (num_tokens > kInGraphMaxTokens) return ok_status();

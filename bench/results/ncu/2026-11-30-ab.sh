@@ -6,7 +6,7 @@
 # (tag "mid"); this tree is "new".
 #   [AB_REPS=2] bench/results/ncu/2026-11-30-ab.sh OUTDIR "bench args;bench args..."
 # bench/results/ncu/ab2json.py turns OUTDIR/ab.txt into a results file (with the
-# "µs in a graph of 8" column where the bench prints one: T <= 8). A case run
+# "µs in a graph of 8" column where the bench prints one: T <= 32). A case run
 # with --x-dtype f32 has its op tagged -f32x (gate_up-f32x).
 # AB_GPU_TESTS="gtest filter" also runs those GPU tests of the new tree, and
 # AB_RACECHECK="gtest filter" compute-sanitizer racecheck on those: the
@@ -14,6 +14,7 @@
 # which ran tests only, had not (reliability.md, twenty-first session).
 set -u
 out=$1; cases=$2; mkdir -p $out
+rows_awk=$(cd "$(dirname "$0")" && pwd)/bench_rows.awk
 rm -rf /tmp/nvfp4moe-deps && mkdir -p /tmp/nvfp4moe-deps
 for f in .deps/*.deb; do dpkg -x "$f" /tmp/nvfp4moe-deps; done
 build() {
@@ -35,9 +36,8 @@ for rep in $(seq ${AB_REPS:-2}); do
   for b in $order; do
     for c in "${list[@]}"; do
       # shellcheck disable=SC2086
-      timeout 120 build-$b/nvfp4moe bench --device cuda $c 2>/dev/null | grep -E "^\| [a-z]" | grep -v "^| preset" |
-        awk -F'|' -v tag="$b" -v sfx="$(case "$c" in *"--x-dtype f32"*) echo -f32x;; esac)" \
-          '{op = $3; gsub(/ /, "", op); printf "%-4s %s %s%s T=%s %s %s %s us graph %s\n", tag, $2, op, sfx, $4, $5, $6, $7, $11}' |
+      timeout 120 build-$b/nvfp4moe bench --device cuda $c 2>/dev/null |
+        awk -F'|' -v tag="$b" -v sfx="$(case "$c" in *"--x-dtype f32"*) echo -f32x;; esac)" -f "$rows_awk" |
         tee -a $out/ab.txt
     done
   done

@@ -8,6 +8,7 @@
 # bench/results/ncu/variants2json.py makes a results file of OUTDIR/ab.txt.
 set -u
 out=$1; trees=$2; cases=$3; mkdir -p $out
+rows_awk=$(cd "$(dirname "$0")" && pwd)/bench_rows.awk
 rm -rf /tmp/nvfp4moe-deps && mkdir -p /tmp/nvfp4moe-deps
 for f in .deps/*.deb; do dpkg -x "$f" /tmp/nvfp4moe-deps; done
 tags=""
@@ -29,9 +30,8 @@ for rep in $(seq ${AB_REPS:-2}); do
   for b in $order; do
     for c in "${list[@]}"; do
       # shellcheck disable=SC2086
-      env ${env_of[$b]:-NVFP4MOE_VARIANT=$b} timeout 120 ${dir_of[$b]}/nvfp4moe bench --device cuda $c 2>/dev/null | grep -E "^\| [a-z]" | grep -v "^| preset" |
-        awk -F'|' -v tag="$b" -v sfx="$(case "$c" in *"--x-dtype f32"*) echo -f32x;; esac)" \
-          '{op = $3; gsub(/ /, "", op); printf "%-4s %s %s%s T=%s %s %s %s us graph %s\n", tag, $2, op, sfx, $4, $5, $6, $7, $11}' |
+      env ${env_of[$b]:-NVFP4MOE_VARIANT=$b} timeout 120 ${dir_of[$b]}/nvfp4moe bench --device cuda $c 2>/dev/null |
+        awk -F'|' -v tag="$b" -v sfx="$(case "$c" in *"--x-dtype f32"*) echo -f32x;; esac)" -f "$rows_awk" |
         tee -a $out/ab.txt
     done
   done
