@@ -4,8 +4,8 @@ MUL_MAT_ID, torch BF16 and FP8 grouped GEMMs, one sitting), from results files o
    scripts/peer_table.py bench/peers/h200-2026-11-30.md bench/results/DECODE.json bench/results/PREFILL.json
 Each cell is our TFLOP/s over the peer's (> 1: nvfp4moe faster), same shape, T and routing, compact schedule,
 BF16 activations. Ours is `us` (the median of single-call graph replays, its launch included) unless
---in-graph asks for `us_in_graph` (T <= 8: per call in a graph of 8). The peers and we ran in different sittings:
-ratios within ~10% are not evidence."""
+--in-graph asks for `us_in_graph` (per call in a graph of 8, where the bench times one: T <= 32). The peers and we
+ran in different sittings: ratios within ~10% are not evidence."""
 import json
 import re
 import sys
