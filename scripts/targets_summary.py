@@ -2,7 +2,10 @@
 """The figures behind docs/perf.md's targets table, from results files of scripts/gpu-check.sh (decode and prefill
 calls of one tree).
    scripts/targets_summary.py bench/results/FILE.json [FILE.json ...]
-Ranges are min–max over the cases named on each line (compact schedule unless a line says otherwise)."""
+   scripts/targets_summary.py --roofline-table FILE.json [FILE.json ...]
+Ranges are min–max over the cases named on each line (compact schedule unless a line says otherwise).
+--roofline-table prints instead the roofline time of every preset, op and T with uniform routing, its bound, and
+the measured fraction of it (per call in a graph of 8 up to T = 8, as target 3 counts it; single calls above)."""
 import json
 import sys
 
@@ -24,7 +27,31 @@ def rng(values, fmt="{:.2f}"):
     return (fmt + "–" + fmt).format(min(values), max(values)) if values else "n/a"
 
 
+def roofline_table(recs):
+    tokens = sorted({t for (p, op, t, r, s, u) in recs})
+    print("| preset | op | " + " | ".join(f"T = {t}" for t in tokens) + " |")
+    print("| --- | --- | " + " | ".join("---:" for _ in tokens) + " |")
+    for p in PRESETS:
+        for op in ("gate_up", "down", "layer"):
+            cells = []
+            for t in tokens:
+                b = recs.get((p, op, t, "uniform", "compact", False))
+                if b is None:
+                    cells.append("")
+                    continue
+                flop_us = b["flops"] / (b["peak_tflops"] * 1e6)
+                byte_us = b["weight_bytes"] / (b["read_gbps"] * 1e3)
+                roof_us = max(flop_us, byte_us)
+                measured = b["us_in_graph"] if t <= 8 and b.get("us_in_graph") else b["us"]
+                time = f"{roof_us:.3g}" if roof_us < 10 else f"{roof_us:.0f}"
+                cells.append(f"{time} {'F' if flop_us > byte_us else 'B'} · {roof_us / measured:.2f}")
+            print(f"| {SHORT[p]} | {op} | " + " | ".join(cells) + " |")
+
+
 def main():
+    if sys.argv[1:2] == ["--roofline-table"]:
+        roofline_table(load(sys.argv[2:]))
+        return
     recs = load(sys.argv[1:])
 
     def cases(preset=None, ops=("gate_up", "down"), tokens=None, routing=None, schedule="compact"):
