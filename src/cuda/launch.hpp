@@ -189,9 +189,9 @@ int32_t choose_k_splits(int64_t num_tokens, int64_t top_k, int64_t num_experts, 
 // release per slot ...-ab-streamer-one-release-staged-rows.json) T = 8 on
 // deepseek, gpt-oss and mixtral ran 1.11-1.26x of the plan path (gate_up,
 // down and layer), so any expert streams up to T = 8, and the line for
-// small experts (4 M weights) went. T = 9-32: use_weight_streamer's NOTES.
-inline constexpr int32_t kStreamMaxTokens = 32;
-inline constexpr int32_t kStreamKernelMaxTokens = 32;
+// small experts (4 M weights) went. T = 9-16: use_weight_streamer's NOTES.
+inline constexpr int32_t kStreamMaxTokens = 16;
+inline constexpr int32_t kStreamKernelMaxTokens = 16;
 // The streamer's CTA validates the call's ids one per consumer thread.
 inline constexpr int64_t kStreamMaxPairs = 256;
 // Rows of a streamer CTA: one n8 column set of mma. An expert with more
