@@ -309,6 +309,11 @@ inline bool streamer_stages_f32_row(int64_t num_tokens, int64_t k) {
 // weight read; at T = 12, 3 per expert, 0.97-1.10x (geomean 1.02x); at T = 9
 // 1.06-1.24x. A second column set per CTA instead of row groups (two CTAs
 // per SM) ran T = 16 at 0.96x (...-ab-streamer-two-column-sets.json).
+// Up to T = 32 under the same rule (f25d741, reverted; bench/results/
+// 2026-12-06-h100-ab-streamer-row-groups-t32.json, H100, in a graph): 0.974x
+// geomean; uniform deepseek 1.01-1.03x, but Zipf 0.77-0.95x from T = 20 on
+// every preset and qwen3's down 0.86x at T = 32 with uniform routing: a hot
+// expert's further row groups stream its weights again.
 inline constexpr int64_t kStreamRowGroupPairsPerExpert = 3;
 inline bool use_weight_streamer(int64_t num_tokens, int64_t top_k, int64_t num_experts) {
   const int64_t pairs = num_tokens * top_k;
