@@ -44,12 +44,16 @@ static_assert(sizeof(ExpertJob) == 16, "ExpertJob is 4 int32 fields; device code
 
 // Smallest tile height the kernels instantiate.
 inline constexpr int32_t kMinTileRows = 16;
+// Tile heights double up to kPow2TileRowsMax, then grow by kTileRowsStep: the
+// wgmma widths the kernels instantiate are 32, 64, 96 and 128.
+inline constexpr int32_t kPow2TileRowsMax = 64;
+inline constexpr int32_t kTileRowsStep = 32;
 
-// The tile height policy of a compact job: the smallest power of two that is
-// >= num_rows and >= kMinTileRows, capped at block_rows:
-//   min(block_rows, max(kMinTileRows, bit_ceil(num_rows))).
-// E.g. block_rows = 128: 1 row -> 16, 17 -> 32, 100 -> 128; block_rows = 100:
-// 70 -> 100; block_rows = 8: 1 -> 8.
+// The tile height policy of a compact job: the smallest of 16, 32, 64, 96,
+// 128, 160, ... (powers of two up to kPow2TileRowsMax, then multiples of
+// kTileRowsStep) that is >= num_rows, capped at block_rows.
+// E.g. block_rows = 128: 1 row -> 16, 17 -> 32, 65 -> 96, 100 -> 128;
+// block_rows = 80: 70 -> 80; block_rows = 8: 1 -> 8.
 int32_t job_tile_rows(int32_t num_rows, int32_t block_rows);
 
 struct PlanOptions {

@@ -122,6 +122,19 @@ inline bool takes_items_from_queue(int32_t block_t, ExpertClass expert_class) {
   return block_t == kBlockTWide || expert_class == ExpertClass::kLight;
 }
 
+// Host policy: whether the wide kernel runs its tiles at wgmma widths 64, 96
+// and 128 rather than 32, 64 and 128 (mma_width, sm90/nvfp4_grouped_gemm.cuh;
+// four widths serialize the wgmmas). A function of shapes only: the average
+// rows per expert, pairs / num_experts. Near 64 of them, about half the
+// experts have 65-96 rows, which pay for 96 columns instead of 128, and few
+// tiles have 32 or fewer rows, which pay for 64 instead of 32.
+// NVFP4MOE_WIDE_WIDTH_96 = 0 or 1 forces it, for experiments.
+inline constexpr int64_t kWidth96MinAvgRows = 48, kWidth96MaxAvgRows = 96;
+inline bool wide_tile_width_96(int64_t pairs, int64_t num_experts) {
+  if (const char* forced = std::getenv("NVFP4MOE_WIDE_WIDTH_96")) return forced[0] == '1';
+  return num_experts > 0 && pairs > kWidth96MinAvgRows * num_experts && pairs <= kWidth96MaxAvgRows * num_experts;
+}
+
 // K blocks cut into `splits` ranges of ceil(k_blocks / splits) with none
 // empty: ceil(k_blocks / per) ranges (a consumer with an empty K range would
 // release a stage it never took). Both K splits below use it.

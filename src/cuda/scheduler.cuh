@@ -42,11 +42,14 @@ struct WorkTile {
 };
 
 // job_tile_rows() of plan.hpp, on the device: the wgmma width of a tile is
-// the smallest power of two >= its rows (at least 16), so a 20-row job pays
-// for 32 columns, not for the widest tile. [TAG_WORKLIST_FORMAT]
+// the smallest of 16, 32, 64, 96, 128 >= its rows, so a 20-row job pays for
+// 32 columns and a 70-row one for 96, not for the widest tile.
+// [TAG_WORKLIST_FORMAT]
 __host__ __device__ __forceinline__ int32_t tile_rows_for(int32_t num_rows, int32_t block_rows) {
   int32_t t = kMinTileRows;
-  while (t < num_rows && t < block_rows) t *= 2;
+  while (t < num_rows && t < kPow2TileRowsMax) t *= 2;
+  // num_rows <= block_rows on every caller (a tile's rows), so no overflow.
+  if (t < num_rows) t = (num_rows + kTileRowsStep - 1) / kTileRowsStep * kTileRowsStep;
   return t < block_rows ? t : block_rows;
 }
 

@@ -35,8 +35,9 @@ Status validate_sizes(int64_t num_tokens, int64_t top_k, int64_t num_experts) {
 }  // namespace
 
 int32_t job_tile_rows(int32_t num_rows, int32_t block_rows) {
-  int64_t tile = kMinTileRows;  // 64-bit: doubling past 2^30 must not overflow
-  while (tile < num_rows && tile < block_rows) tile *= 2;
+  int64_t tile = kMinTileRows;  // 64-bit: rounding up near INT32_MAX must not overflow
+  while (tile < num_rows && tile < kPow2TileRowsMax) tile *= 2;
+  if (tile < num_rows) tile = (int64_t(num_rows) + kTileRowsStep - 1) / kTileRowsStep * kTileRowsStep;
   return static_cast<int32_t>(std::min<int64_t>(tile, block_rows));
 }
 

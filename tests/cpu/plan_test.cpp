@@ -223,22 +223,29 @@ TEST(PlanTest, TileRowsPolicy) {
   EXPECT_EQ(job_tile_rows(16, 128), 16);
   EXPECT_EQ(job_tile_rows(17, 128), 32);
   EXPECT_EQ(job_tile_rows(64, 128), 64);
-  EXPECT_EQ(job_tile_rows(65, 128), 128);
+  EXPECT_EQ(job_tile_rows(65, 128), 96);
+  EXPECT_EQ(job_tile_rows(96, 128), 96);
+  EXPECT_EQ(job_tile_rows(97, 128), 128);
   EXPECT_EQ(job_tile_rows(128, 128), 128);
-  EXPECT_EQ(job_tile_rows(70, 100), 100);
+  EXPECT_EQ(job_tile_rows(70, 100), 96);
+  EXPECT_EQ(job_tile_rows(70, 80), 80);
+  EXPECT_EQ(job_tile_rows(129, 256), 160);
   EXPECT_EQ(job_tile_rows(1, 8), 8);
   EXPECT_EQ(job_tile_rows(3, 3), 3);
   EXPECT_EQ(job_tile_rows(INT32_MAX, INT32_MAX), INT32_MAX);
-  EXPECT_EQ(job_tile_rows((1 << 30) + 1, INT32_MAX), INT32_MAX);
+  EXPECT_EQ(job_tile_rows((1 << 30) + 1, INT32_MAX), (1 << 30) + 32);
   for (int32_t br : {1, 16, 48, 128, 256}) {
     for (int32_t rows = 1; rows <= br; ++rows) {
       const int32_t tile = job_tile_rows(rows, br);
       EXPECT_GE(tile, std::min(rows, br));
       EXPECT_LE(tile, br);
       if (tile < br) {
-        EXPECT_EQ(tile & (tile - 1), 0) << "not a power of two: " << tile;
+        // One of 16, 32, 64, then a multiple of 32, and the smallest such.
+        const bool pow2 = tile <= kPow2TileRowsMax && (tile & (tile - 1)) == 0;
+        EXPECT_TRUE(pow2 || (tile > kPow2TileRowsMax && tile % kTileRowsStep == 0)) << "not a tile height: " << tile;
         EXPECT_GE(tile, kMinTileRows);
-        EXPECT_TRUE(tile == kMinTileRows || tile / 2 < rows) << "not the smallest: " << tile << " for " << rows;
+        const int32_t smaller = tile <= kPow2TileRowsMax ? tile / 2 : tile - kTileRowsStep;
+        EXPECT_TRUE(tile == kMinTileRows || smaller < rows) << "not the smallest: " << tile << " for " << rows;
       }
     }
   }

@@ -106,11 +106,19 @@ TEST_F(GpuMoeLayer, SwiGLUOaiMerged) { check({16, 512, 192, 130, 4, true, Activa
 // F = 320 and 192 ending gate_up's last tile after one (gate, up) pair of
 // chunks (the SwiGLU rows epilogue's second warpgroup past N) and down's K
 // after an odd number of blocks: ~37 rows per expert (widths 32 and 64),
-// then ~175 (128-row tiles and their remainders), with both activations.
+// ~75 (the widths 64, 96 and 128 of wide_tile_width_96, asserted), then
+// ~175 (128-row tiles and their remainders), with both activations; and
+// each shape again at widths 64, 96 and 128 (forced).
 TEST_F(GpuMoeLayer, SwiGLUWideTiles) {
-  check({16, 256, 320, 300, 2, false, Activation::kSwiGLU});
-  check({8, 512, 192, 700, 2, false, Activation::kSwiGLU});
-  check({8, 512, 192, 700, 2, true, Activation::kSwiGLUOai});
+  ASSERT_TRUE(cuda::wide_tile_width_96(300 * 2, 8));
+  for (const char* width96 : {static_cast<const char*>(nullptr), "1"}) {
+    SCOPED_TRACE(width96 ? "widths 64, 96, 128 forced" : "widths by policy");
+    const ScopedEnv widths("NVFP4MOE_WIDE_WIDTH_96", width96);
+    check({16, 256, 320, 300, 2, false, Activation::kSwiGLU});
+    check({8, 512, 192, 300, 2, true, Activation::kSwiGLUOai});
+    check({8, 512, 192, 700, 2, false, Activation::kSwiGLU});
+    check({8, 512, 192, 700, 2, true, Activation::kSwiGLUOai});
+  }
 }
 // Wide tiles with K split in two (forced: the policy, choose_k_splits in
 // launch.hpp, splits only narrow tiles): both GEMMs' partial sums reduced,

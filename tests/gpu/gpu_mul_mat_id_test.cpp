@@ -325,6 +325,42 @@ TEST_F(GpuMulMatId, WideTileEndsInsideN) {
         }
 }
 
+// The wide kernel at either set of wgmma widths (wide_tile_width_96,
+// launch.hpp): 32, 64 and 128, or 64, 96 and 128. Experts of 7 to 230 rows
+// (k = 1) put tiles at every width of both sets and on each side of every
+// edge (32/33, 64/65, 96/97, 128/129); N = 320 ends the last tile inside N.
+// Both sets, under both schedules, to F32 and BF16, give the same bits.
+TEST_F(GpuMulMatId, WideTileWidthSetsGiveTheSameBits) {
+  const std::vector<int64_t> counts = {7, 29, 32, 33, 64, 65, 96, 97, 128, 129, 230};
+  std::mt19937_64 rng(test_seed());
+  std::vector<int32_t> ids;
+  for (size_t e = 0; e < counts.size(); ++e) ids.insert(ids.end(), size_t(counts[e]), int32_t(e));
+  std::shuffle(ids.begin(), ids.end(), rng);
+  const int64_t E = int64_t(counts.size()), T = int64_t(ids.size());
+  const ExpertWeights w = random_weights(rng, E, 320, 256);
+  cuda::DeviceExpertWeights dw;
+  ASSERT_OK(cuda::upload_expert_weights(w.view(), &dw));
+  const ScopedEnv tile("NVFP4MOE_BLOCK_ROWS", "128");
+  for (DType yd : {DType::kF32, DType::kBF16}) {
+    std::vector<float> first;
+    for (const char* width96 : {"0", "1"})
+      for (Schedule s : {Schedule::kCompact, Schedule::kRect}) {
+        const ScopedEnv widths("NVFP4MOE_WIDE_WIDTH_96", width96);
+        Case c{E, 320, 256, T, 1, false, DType::kF32, yd};
+        c.schedule = s;
+        std::mt19937_64 rng_x(test_seed() + 1);  // the same x for every run
+        CaseRun r;
+        run_case(c, rng_x, ids, w, dw, &r);
+        if (HasFatalFailure()) return;
+        const std::string label = std::string("width 96 ") + width96 + ", " + schedule_name(s) + ", y " +
+                                  (yd == DType::kF32 ? "F32" : "BF16");
+        EXPECT_LE(r.nmse, yd == DType::kF32 ? kNmseF32Out : kNmseBf16Out) << label << "; " << r.wrong;
+        if (first.empty()) first = r.y;
+        else EXPECT_EQ(0, std::memcmp(first.data(), r.y.data(), first.size() * 4)) << label << ": other bits";
+      }
+  }
+}
+
 // Every token tile over K ranges of 1, 3, 4 and 5 K blocks: every tile
 // holds two K blocks per stage, so an odd range ends with a stage of one.
 // Each also with K split 2 and 3 ways (ranges of odd length starting

@@ -452,6 +452,30 @@ TEST(CudaHostPolicy, QueueForWideTilesAndLightExperts) {
   EXPECT_TRUE(cuda::takes_items_from_queue(cuda::kBlockTNarrow, cuda::ExpertClass::kLight));
 }
 
+// The wide kernel's widths 64, 96 and 128 from more than 48 to 96 rows per
+// expert on average: deepseek (k = 8, E = 256) and qwen3 (E = 128) at
+// T = 2048 and 1024 (64 rows), gpt-oss (k = 4, E = 32) at T = 512; not
+// qwen3 at T = 2048 (128) or 512 (32), nor gpt-oss at T = 2048 (256).
+// NVFP4MOE_WIDE_WIDTH_96 forces either set.
+TEST(CudaHostPolicy, WideTileWidth96NearSixtyFourRowsPerExpert) {
+  EXPECT_TRUE(cuda::wide_tile_width_96(2048 * 8, 256));
+  EXPECT_TRUE(cuda::wide_tile_width_96(1024 * 8, 128));
+  EXPECT_TRUE(cuda::wide_tile_width_96(512 * 4, 32));
+  EXPECT_FALSE(cuda::wide_tile_width_96(2048 * 8, 128));
+  EXPECT_FALSE(cuda::wide_tile_width_96(512 * 8, 128));
+  EXPECT_FALSE(cuda::wide_tile_width_96(2048 * 4, 32));
+  EXPECT_FALSE(cuda::wide_tile_width_96(48 * 10, 10));
+  EXPECT_TRUE(cuda::wide_tile_width_96(48 * 10 + 1, 10));
+  EXPECT_TRUE(cuda::wide_tile_width_96(96 * 10, 10));
+  EXPECT_FALSE(cuda::wide_tile_width_96(96 * 10 + 1, 10));
+  EXPECT_FALSE(cuda::wide_tile_width_96(100, 0));
+  ASSERT_EQ(0, setenv("NVFP4MOE_WIDE_WIDTH_96", "1", 1));
+  EXPECT_TRUE(cuda::wide_tile_width_96(2048 * 8, 128));
+  ASSERT_EQ(0, setenv("NVFP4MOE_WIDE_WIDTH_96", "0", 1));
+  EXPECT_FALSE(cuda::wide_tile_width_96(2048 * 8, 256));
+  ASSERT_EQ(0, unsetenv("NVFP4MOE_WIDE_WIDTH_96"));
+}
+
 // Which epilogue kernel a GEMM launch takes (launch_sm90's kernel_for): the
 // layer's gate_up (SwiGLU to BF16 h, no router weights) the SwiGLU rows
 // path, MUL_MAT_ID to BF16 the BF16 rows path, everything else the F32 tile.

@@ -19,27 +19,34 @@ bool f32_epilogue_forced() {
 
 // The kernel instance for p's epilogue path; the SwiGLU rows path needs two
 // chunks per consumer (the wide tile).
-template <int kBlockT, bool kTakeFromQueue>
+template <int kBlockT, bool kWidth96, bool kTakeFromQueue>
 auto kernel_for_path(const GemmParams& p) {
   using sm90::nvfp4_grouped_gemm_kernel;
-  if (f32_epilogue_forced()) return nvfp4_grouped_gemm_kernel<kBlockT, EpiloguePath::kF32Tile, kTakeFromQueue>;
+  if (f32_epilogue_forced())
+    return nvfp4_grouped_gemm_kernel<kBlockT, EpiloguePath::kF32Tile, kWidth96, kTakeFromQueue>;
   if constexpr (sm90::TileConfig<kBlockT>::kBlocks == 2) {
-    if (swiglu_rows_epilogue(p)) return nvfp4_grouped_gemm_kernel<kBlockT, EpiloguePath::kSwiGLURows, kTakeFromQueue>;
+    if (swiglu_rows_epilogue(p))
+      return nvfp4_grouped_gemm_kernel<kBlockT, EpiloguePath::kSwiGLURows, kWidth96, kTakeFromQueue>;
   }
-  return bf16_rows_epilogue(p) ? nvfp4_grouped_gemm_kernel<kBlockT, EpiloguePath::kBf16Rows, kTakeFromQueue>
-                               : nvfp4_grouped_gemm_kernel<kBlockT, EpiloguePath::kF32Tile, kTakeFromQueue>;
+  return bf16_rows_epilogue(p) ? nvfp4_grouped_gemm_kernel<kBlockT, EpiloguePath::kBf16Rows, kWidth96, kTakeFromQueue>
+                               : nvfp4_grouped_gemm_kernel<kBlockT, EpiloguePath::kF32Tile, kWidth96, kTakeFromQueue>;
 }
 
 // The instances takes_items_from_queue (launch.hpp) can ask for: wide tiles
-// with the queue, narrow ones with and without, medium ones without;
-// nullptr for any other.
+// with the queue, at either set of widths (wide_tile_width_96), narrow ones
+// with and without, medium ones without; nullptr for any other.
 using GemmKernel = void (*)(GemmParams);
 template <int kBlockT>
 GemmKernel kernel_for(const GemmParams& p, bool take_from_queue) {
-  if constexpr (kBlockT == kBlockTWide) return take_from_queue ? kernel_for_path<kBlockT, true>(p) : nullptr;
-  else if constexpr (kBlockT == kBlockTNarrow)
-    return take_from_queue ? kernel_for_path<kBlockT, true>(p) : kernel_for_path<kBlockT, false>(p);
-  else return take_from_queue ? nullptr : kernel_for_path<kBlockT, false>(p);
+  if constexpr (kBlockT == kBlockTWide) {
+    if (!take_from_queue) return nullptr;
+    return wide_tile_width_96(p.sorted_rows, p.num_experts) ? kernel_for_path<kBlockT, true, true>(p)
+                                                            : kernel_for_path<kBlockT, false, true>(p);
+  } else if constexpr (kBlockT == kBlockTNarrow) {
+    return take_from_queue ? kernel_for_path<kBlockT, false, true>(p) : kernel_for_path<kBlockT, false, false>(p);
+  } else {
+    return take_from_queue ? nullptr : kernel_for_path<kBlockT, false, false>(p);
+  }
 }
 
 template <int kBlockT>

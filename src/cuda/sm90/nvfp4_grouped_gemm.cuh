@@ -98,6 +98,20 @@ template <> struct TileConfig<128> {
   static constexpr int kChunks = kConsumers * kBlocks;
 };
 
+// The wgmma width a tile runs at: the narrowest of its kernel's widths that
+// holds tile_rows (tile_rows_for, scheduler.cuh). The narrow kernel has 32,
+// the medium one 32 and 64, the wide one 32, 64 and 128, or with kWidth96
+// 64, 96 and 128 (wide_tile_width_96, launch.hpp): a 65-96-row tile then
+// pays for 96 columns instead of 128, a tile of at most 32 for 64 instead
+// of 32. NOTES: a fourth width in the wide kernel (32, 64, 96 and 128) makes
+// ptxas serialize its wgmmas (C7512), as a 16-wide one did.
+template <int kBlockT, bool kWidth96>
+__host__ __device__ constexpr int mma_width(int tile_rows) {
+  static_assert(!kWidth96 || kBlockT >= 128, "the 96-wide path is the wide kernel's");
+  if constexpr (kWidth96) return tile_rows <= 64 ? 64 : tile_rows <= 96 ? 96 : kBlockT;
+  else return tile_rows <= kMinMmaWidth ? kMinMmaWidth : tile_rows <= 64 ? 64 : kBlockT;
+}
+
 template <int kBlockT>
 struct SharedStorage {
   using Config = TileConfig<kBlockT>;
@@ -176,7 +190,7 @@ struct GatherShape {
   static_assert(kRowsPerThread >= 1 && kRowsPerThread * kRowsPerPass == kBlockT, "rows split evenly");
 };
 
-template <int kBlockT, bool kTakeFromQueue>
+template <int kBlockT, bool kWidth96, bool kTakeFromQueue>
 __device__ void producer(const GemmParams& p, SharedStorage<kBlockT>& s, int t) {
   constexpr int kStages = SharedStorage<kBlockT>::kStages;
   constexpr int kChunks = TileConfig<kBlockT>::kChunks;
@@ -195,7 +209,7 @@ __device__ void producer(const GemmParams& p, SharedStorage<kBlockT>& s, int t) 
       const int64_t xr = row < w.num_rows ? map_row(p.x_map, p.sorted_src, p.top_k, w.row_begin + row) : 0;
       src[i] = p.x + xr * p.x_stride + piece0 * 8;
     }
-    const int width = max(w.tile_rows, kMinMmaWidth);
+    const int width = mma_width<kBlockT, kWidth96>(w.tile_rows);
     const int nb0 = kChunks * w.n_tile;
     const int chunks = min(kChunks, n_blocks - nb0);
     const uint8_t* w0 = p.w_packed + (int64_t(w.expert) * n_blocks + nb0) * k_blocks * kSm90ChunkBytes;
@@ -451,7 +465,7 @@ __device__ __forceinline__ void mma_tile(const GemmParams& p, SharedStorage<kBlo
   }
 }
 
-template <int kBlockT, EpiloguePath kPath, bool kTakeFromQueue>
+template <int kBlockT, EpiloguePath kPath, bool kWidth96, bool kTakeFromQueue>
 __device__ void consumer(const GemmParams& p, SharedStorage<kBlockT>& s, int wg, int t) {
   using Config = TileConfig<kBlockT>;
   const int n_blocks = p.n / kSm90ChunkRows;
@@ -466,18 +480,20 @@ __device__ void consumer(const GemmParams& p, SharedStorage<kBlockT>& s, int wg,
         kPath == EpiloguePath::kSwiGLURows
             ? max(0, min(Config::kBlocks, n_blocks - first))
             : max(0, min(Config::kBlocks, (n_blocks - first + Config::kConsumers - 1) / Config::kConsumers));
-    // One branch per wgmma width: the tile pays only for the columns its
-    // rows need (tile_rows_for), and the choice is the same under both
+    // One branch per wgmma width (mma_width): the tile pays only for the
+    // columns its rows need, and the choice is the same under both
     // schedules, so outputs stay bit-identical. NOTES: the narrowest is 32;
     // adding a 16-wide path to the 128 kernel makes ptxas serialize its
     // wgmmas for lack of registers (C7512).
-    if (w.tile_rows <= kMinMmaWidth) {
-      mma_tile<32, kPath>(p, s, w, wg, t, chunks_active, ps);
-    } else if constexpr (kBlockT == 64) {
-      mma_tile<64, kPath>(p, s, w, wg, t, chunks_active, ps);
+    const int width = mma_width<kBlockT, kWidth96>(w.tile_rows);
+    if (width == 32) {
+      if constexpr (!kWidth96) mma_tile<32, kPath>(p, s, w, wg, t, chunks_active, ps);
+    } else if (width == 64) {
+      if constexpr (kBlockT >= 64) mma_tile<64, kPath>(p, s, w, wg, t, chunks_active, ps);
+    } else if (width == 96) {
+      if constexpr (kWidth96) mma_tile<96, kPath>(p, s, w, wg, t, chunks_active, ps);
     } else if constexpr (kBlockT >= 128) {
-      if (w.tile_rows <= 64) mma_tile<64, kPath>(p, s, w, wg, t, chunks_active, ps);
-      else mma_tile<128, kPath>(p, s, w, wg, t, chunks_active, ps);
+      mma_tile<128, kPath>(p, s, w, wg, t, chunks_active, ps);
     }
   }
 }
@@ -487,7 +503,7 @@ __device__ void consumer(const GemmParams& p, SharedStorage<kBlockT>& s, int wg,
 // that the other grids' kernels keep their code (the runtime choice in one
 // kernel ran narrow tiles 0.98-0.99x: bench/results/2026-12-01-h200-ab-
 // light-experts-queue.json).
-template <int kBlockT, EpiloguePath kPath, bool kTakeFromQueue>
+template <int kBlockT, EpiloguePath kPath, bool kWidth96, bool kTakeFromQueue>
 __global__ void __launch_bounds__(threads<kBlockT>(), 1) nvfp4_grouped_gemm_kernel(const __grid_constant__ GemmParams p) {
   using Config = TileConfig<kBlockT>;
   constexpr int kStages = Config::kStages;
@@ -512,10 +528,10 @@ __global__ void __launch_bounds__(threads<kBlockT>(), 1) nvfp4_grouped_gemm_kern
   __syncthreads();
   if (threadIdx.x >= kConsumerThreads) {
     ptx::setmaxnreg_dec<Config::kProducerRegs>();
-    producer<kBlockT, kTakeFromQueue>(p, s, threadIdx.x - kConsumerThreads);
+    producer<kBlockT, kWidth96, kTakeFromQueue>(p, s, threadIdx.x - kConsumerThreads);
   } else {
     ptx::setmaxnreg_inc<Config::kConsumerRegs>();
-    consumer<kBlockT, kPath, kTakeFromQueue>(p, s, threadIdx.x / 128, threadIdx.x % 128);
+    consumer<kBlockT, kPath, kWidth96, kTakeFromQueue>(p, s, threadIdx.x / 128, threadIdx.x % 128);
   }
   // Launched beside the previous GEMM: the next kernel in the stream waits
   // for this grid only, so it must not end before that one (nothing here
