@@ -128,7 +128,12 @@ inline bool takes_items_from_queue(int32_t block_t, ExpertClass expert_class) {
 // rows per expert, pairs / num_experts. Near 64 of them, about half the
 // experts have 65-96 rows, which pay for 96 columns instead of 128, and few
 // tiles have 32 or fewer rows, which pay for 64 instead of 32.
-// NVFP4MOE_WIDE_WIDTH_96 = 0 or 1 forces it, for experiments.
+// NVFP4MOE_WIDE_WIDTH_96 = 0 or 1 forces it, for experiments. NOTES: H100,
+// one build, forced both ways (bench/results/2026-12-06-h100-ab-wide-width-
+// 96.json): at 64 rows per expert with uniform routing 1.08-1.20x (deepseek
+// T = 2048 down 1.20x, layer 1.09x; gpt-oss T = 512 1.11-1.16x; qwen3
+// T = 1024 1.08-1.12x), with Zipf(1.2) 0.99-1.02x; qwen3 T = 2048 (128 rows)
+// 0.98-1.01x, hence the upper bound. The lower one is not measured.
 inline constexpr int64_t kWidth96MinAvgRows = 48, kWidth96MaxAvgRows = 96;
 inline bool wide_tile_width_96(int64_t pairs, int64_t num_experts) {
   if (const char* forced = std::getenv("NVFP4MOE_WIDE_WIDTH_96")) return forced[0] == '1';
