@@ -453,8 +453,8 @@ TEST(CudaHostPolicy, QueueForWideTilesAndLightExperts) {
 }
 
 // The wide kernel's widths 64, 96 and 128 from more than 48 to 96 rows per
-// expert on average: deepseek (k = 8, E = 256) and qwen3 (E = 128) at
-// T = 2048 and 1024 (64 rows), gpt-oss (k = 4, E = 32) at T = 512; not
+// expert on average: deepseek (k = 8, E = 256) at T = 2048, qwen3 (E = 128)
+// at T = 1024 and gpt-oss (k = 4, E = 32) at T = 512 (64 rows each); not
 // qwen3 at T = 2048 (128) or 512 (32), nor gpt-oss at T = 2048 (256).
 // NVFP4MOE_WIDE_WIDTH_96 forces either set.
 TEST(CudaHostPolicy, WideTileWidth96NearSixtyFourRowsPerExpert) {
