@@ -9,7 +9,8 @@
 # when python3 has torch, with the ratios).
 # NVFP4MOE_NCU="bench args[;bench args...]" also profiles the GEMM kernel of
 # each case with Nsight Compute into ncu.txt (details and hottest SASS lines).
-# NVFP4MOE_SKIP_SANITIZER=1 and NVFP4MOE_SKIP_TESTS=1 leave those steps out.
+# NVFP4MOE_SKIP_SANITIZER=1 and NVFP4MOE_SKIP_TESTS=1 leave those steps out;
+# NVFP4MOE_COMMIT=<sha> sets the commit recorded in results.json.
 # Needs .deps/*.deb from scripts/fetch-gpu-deps.sh (carried with the call).
 set -uo pipefail
 out=${1:?usage: scripts/gpu-check.sh OUTDIR [bench args...]}
@@ -19,9 +20,11 @@ cd "$(dirname "$0")/.."
 mkdir -p "$out"
 root=$PWD
 started=$(date -u +%Y-%m-%dT%H:%M:%SZ)
-# A `git archive` export names its commit in tools/COMMIT (export-subst);
-# inside a checkout, ask git.
-commit=$(head -n 1 tools/COMMIT 2>/dev/null)
+# NVFP4MOE_COMMIT names the commit where the caller knows it better than this
+# tree's git metadata (the device tool's copy of a working tree can carry an
+# older .git than the files it copies). A `git archive` export names its commit
+# in tools/COMMIT (export-subst); inside a checkout, ask git.
+commit=${NVFP4MOE_COMMIT:-$(head -n 1 tools/COMMIT 2>/dev/null)}
 if [ -z "$commit" ] || [[ "$commit" == *Format* ]]; then
   commit=$(git rev-parse HEAD 2>/dev/null || echo unknown)
   [ -z "$(git status --porcelain --untracked-files=no 2>/dev/null)" ] || commit="$commit-dirty"
