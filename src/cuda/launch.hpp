@@ -133,7 +133,12 @@ inline bool takes_items_from_queue(int32_t block_t, ExpertClass expert_class) {
 // 96.json): at 64 rows per expert with uniform routing 1.08-1.20x (deepseek
 // T = 2048 down 1.20x, layer 1.09x; gpt-oss T = 512 1.11-1.16x; qwen3
 // T = 1024 1.08-1.12x), with Zipf(1.2) 0.99-1.02x; qwen3 T = 2048 (128 rows)
-// 0.98-1.01x, hence the upper bound. The lower one is not measured.
+// 0.98-1.01x, hence the upper bound. At the edges (...-h100-ab-wide-width-
+// 96-bounds.json): 40 rows per expert 0.96-1.03x, 48 rows 0.92-0.97x on
+// deepseek (both ops and routings) and 0.95-1.02x elsewhere, hence the lower
+// bound; 112 rows 0.97-1.06x, too mixed to widen the upper one. Inside it,
+// deepseek T = 3072 (96 rows) 1.09-1.12x and mixtral T = 256 1.09-1.19x with
+// uniform routing, 0.96-1.03x with Zipf.
 inline constexpr int64_t kWidth96MinAvgRows = 48, kWidth96MaxAvgRows = 96;
 inline bool wide_tile_width_96(int64_t pairs, int64_t num_experts) {
   if (const char* forced = std::getenv("NVFP4MOE_WIDE_WIDTH_96")) return forced[0] == '1';
