@@ -20,9 +20,9 @@ for c in "${list[@]}"; do
     if [ ${#args[@]} = 0 ] && [[ "$word" == *=* ]]; then vars+=("$word"); else args+=("$word"); fi
   done
   echo "######## ${c}" >> "$out/ncu.log"
-  # Each call launches each class once: the first 6 launches are the first
-  # warm-up calls' (3 calls of two classes, or 6 of one).
-  env "${vars[@]}" timeout 240 ncu --clock-control none -k regex:grouped_gemm --launch-count 6 --metrics "$metrics" --csv \
+  # Each call launches each class once: the first CD_LAUNCHES (6) launches
+  # are the first warm-up calls' (3 calls of two classes, or 6 of one).
+  env "${vars[@]}" timeout 240 ncu --clock-control none -k regex:grouped_gemm --launch-count "${CD_LAUNCHES:-6}" --metrics "$metrics" --csv \
     "$build/nvfp4moe" bench --device cuda --schedule compact --reps 2 "${args[@]}" 2>> "$out/ncu.log" |
     grep -E '^"' | awk -v c="$c" 'BEGIN { FS = "\",\"" } { gsub(/^"|"$/, "", $0); print c "\t" $0 }' >> "$out/raw.tsv"
 done
