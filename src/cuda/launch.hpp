@@ -132,7 +132,7 @@ inline bool takes_items_from_queue(int32_t block_t, ExpertClass expert_class) {
 // one build, forced both ways (bench/results/2026-12-06-h100-ab-wide-width-
 // 96.json): at 64 rows per expert with uniform routing 1.08-1.20x (deepseek
 // T = 2048 down 1.20x, layer 1.09x; gpt-oss T = 512 1.11-1.16x; qwen3
-// T = 1024 1.08-1.12x), with Zipf(1.2) 0.99-1.02x; qwen3 T = 2048 (128 rows)
+// T = 1024 1.08-1.12x), with Zipf(1.2) 0.99-1.09x; qwen3 T = 2048 (128 rows)
 // 0.98-1.01x, hence the upper bound. At the edges (...-h100-ab-wide-width-
 // 96-bounds.json): 40 rows per expert 0.96-1.03x, 48 rows 0.92-0.97x on
 // deepseek (both ops and routings) and 0.95-1.02x elsewhere, hence the lower
