@@ -19,7 +19,8 @@
 namespace {
 
 int width_of(int tile_rows, bool width_96) {
-  // mma_width (sm90/nvfp4_grouped_gemm.cuh) of the wide kernel's two sets.
+  // mma_width (sm90/nvfp4_grouped_gemm.cuh) of the wide kernel's two sets, restated
+  // here because that header compiles only under nvcc; keep the two alike.
   if (width_96) return tile_rows <= 64 ? 64 : tile_rows <= 96 ? 96 : 128;
   return tile_rows <= 32 ? 32 : tile_rows <= 64 ? 64 : 128;
 }
