@@ -115,7 +115,10 @@ Status launch_grouped_gemm(const GemmParams& p, int32_t block_t, int num_sms, cu
     GemmParams regular = p, light = p;
     regular.expert_class = ExpertClass::kRegular;
     regular.next_overlaps = true;
-    NVFP4MOE_RETURN_IF_ERROR(launch_sm90<kBlockTWide>(regular, num_sms, stream, LaunchOrder::kAfterPrevious));
+    // NVFP4MOE_LIGHT_SMS=L (experiments): the regular launch's persistent
+    // grid leaves L SMs to the light launch from the start.
+    const int regular_sms = num_sms - int(std::min<int64_t>(forced_splits("NVFP4MOE_LIGHT_SMS"), num_sms - 1));
+    NVFP4MOE_RETURN_IF_ERROR(launch_sm90<kBlockTWide>(regular, regular_sms, stream, LaunchOrder::kAfterPrevious));
     light.expert_class = ExpertClass::kLight;
     light.rect_tiles_per_expert = 1;
     // Its own counter: the regular launch may still be taking items.
