@@ -94,6 +94,7 @@ struct TileScheduler {
   int32_t first_job;  // compact: the class's first job
   int32_t next;     // rect: this CTA's next item
   int32_t pending;  // compact, fetcher: the item taken for the next call
+  int32_t first_items;  // GemmParams::queue_first_items
   PipelineState ring_state;
 
   __device__ TileScheduler(const GemmParams& params, ItemRing& item_ring, bool is_fetcher)
@@ -110,7 +111,10 @@ struct TileScheduler {
     // The first item is the CTA's own index, the rest come from the queue
     // after the grid's first items: a CTA's first tile does not wait for
     // the atomic's round trip.
-    pending = queued && fetcher ? int32_t(blockIdx.x) : 0;
+    first_items = p.queue_first_items > 0 ? p.queue_first_items : int32_t(gridDim.x);
+    pending = 0;
+    if (queued && fetcher)
+      pending = int32_t(blockIdx.x) < first_items ? int32_t(blockIdx.x) : first_items + atomicAdd(&p.queue->next, 1);
   }
 
   // The next compact item for this warp, -1 when none is left. The fetcher
@@ -124,7 +128,7 @@ struct TileScheduler {
       ptx::mbarrier_wait_parity(&ring.empty[slot], phase ^ 1u);
       int32_t item = pending;
       if (item < total) {
-        pending = int32_t(gridDim.x) + atomicAdd(&p.queue->next, 1);
+        pending = first_items + atomicAdd(&p.queue->next, 1);
       } else {
         item = -1;
         // This CTA takes nothing more. The last CTA to get here finds every

@@ -123,6 +123,7 @@ Status launch_grouped_gemm(const GemmParams& p, int32_t block_t, int num_sms, cu
     light.rect_tiles_per_expert = 1;
     // Its own counter: the regular launch may still be taking items.
     light.queue = p.queue ? p.queue + 1 : nullptr;
+    if (regular_sms < num_sms) light.queue_first_items = num_sms - regular_sms;
     return launch_sm90<kBlockTNarrow>(light, num_sms, stream, LaunchOrder::kOverlapPrevious);
   }
   switch (block_t) {
