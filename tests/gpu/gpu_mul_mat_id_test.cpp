@@ -795,13 +795,21 @@ void GpuMulMatId::light_experts_against_one_wide_launch(const Case& base) {
       Case c = base;
       c.y_dtype = yd;
       c.schedule = s;
-      CaseRun light, wide;
-      std::mt19937_64 rng_light = rng, rng_wide = rng;  // the same x for both runs
+      CaseRun light, light_early, wide;
+      std::mt19937_64 rng_light = rng, rng_early = rng, rng_wide = rng;  // the same x for every run
       {
         const ScopedEnv on("NVFP4MOE_EXPERT_CLASSES", "1");
         run_case(c, rng_light, ids, w, dw, &light);
+        if (HasFatalFailure()) return;
+        // The light launch started on SMs the regular grid leaves it, its
+        // later CTAs taking only from the queue (queue_first_items).
+        const ScopedEnv early("NVFP4MOE_LIGHT_SMS", "40");
+        run_case(c, rng_early, ids, w, dw, &light_early);
       }
       if (HasFatalFailure()) return;
+      ASSERT_EQ(light.y.size(), light_early.y.size());
+      EXPECT_EQ(0, std::memcmp(light.y.data(), light_early.y.data(), light.y.size() * 4))
+          << "light experts on SMs left to them differ from the light launch after the regular one";
       {
         const ScopedEnv off("NVFP4MOE_EXPERT_CLASSES", "0");
         const ScopedEnv tile("NVFP4MOE_BLOCK_ROWS", "128");
