@@ -94,7 +94,7 @@ struct TileScheduler {
   int32_t first_job;  // compact: the class's first job
   int32_t next;     // rect: this CTA's next item
   int32_t pending;  // compact, fetcher: the item taken for the next call
-  int32_t first_items;  // GemmParams::queue_first_items
+  int32_t first_items, queue_ctas;  // GemmParams::queue_first_items, queue_ctas
   PipelineState ring_state;
 
   __device__ TileScheduler(const GemmParams& params, ItemRing& item_ring, bool is_fetcher)
@@ -112,9 +112,10 @@ struct TileScheduler {
     // after the grid's first items: a CTA's first tile does not wait for
     // the atomic's round trip.
     first_items = p.queue_first_items > 0 ? p.queue_first_items : int32_t(gridDim.x);
+    queue_ctas = p.queue_ctas > 0 ? p.queue_ctas : int32_t(gridDim.x);
+    const int32_t cta = p.queue_cta_base + int32_t(blockIdx.x);
     pending = 0;
-    if (queued && fetcher)
-      pending = int32_t(blockIdx.x) < first_items ? int32_t(blockIdx.x) : first_items + atomicAdd(&p.queue->next, 1);
+    if (queued && fetcher) pending = cta < first_items ? cta : first_items + atomicAdd(&p.queue->next, 1);
   }
 
   // The next compact item for this warp, -1 when none is left. The fetcher
@@ -131,11 +132,11 @@ struct TileScheduler {
         pending = first_items + atomicAdd(&p.queue->next, 1);
       } else {
         item = -1;
-        // This CTA takes nothing more. The last CTA to get here finds every
-        // other CTA's final take behind it and rewinds the queue for the
-        // next launch (stream order puts that launch after this one).
+        // This CTA takes nothing more. The last of the queue's CTAs to get
+        // here finds every other one's final take behind it and rewinds the
+        // queue for the next GEMM (stream order puts it after this one).
         __threadfence();
-        if (atomicAdd(&p.queue->done, 1u) == gridDim.x - 1) {
+        if (atomicAdd(&p.queue->done, 1u) == uint32_t(queue_ctas) - 1) {
           atomicExch(&p.queue->next, 0);
           atomicExch(&p.queue->done, 0u);
         }

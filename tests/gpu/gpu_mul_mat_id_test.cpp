@@ -759,11 +759,15 @@ TEST_F(GpuMulMatId, SchedulesBitIdenticalAndDeterministic) {
 // T = 1024 they are 96 light experts at ~11 rows, x 3 N tiles = 288 light
 // items, more than two waves of SMs on an H200, so the light grid is
 // persistent and takes items from the tile queue (takes_items_from_queue).
+// With E = 64, N = 2048 the regular grid is persistent (808 items, more
+// than five waves of 132 SMs), so NVFP4MOE_LIGHT_SMS runs the light launch
+// beside it and a regular tail launch after it.
 // Forced on, the classes equal one wide launch (classes off,
 // NVFP4MOE_BLOCK_ROWS=128) bit for bit, under both schedules, with F32 and
 // BF16 outputs; the NMSE bound holds (run_case).
 TEST_F(GpuMulMatId, LightExpertsGiveTheBitsOfOneWideLaunch) {
-  for (const Case base : {Case{64, 512, 512, 1200, 4, false}, Case{128, 768, 256, 1024, 4, false}}) {
+  for (const Case base : {Case{64, 512, 512, 1200, 4, false}, Case{128, 768, 256, 1024, 4, false},
+                          Case{64, 2048, 256, 1200, 4, false}}) {
     SCOPED_TRACE(::testing::Message() << "E " << base.E << ", N " << base.N);
     light_experts_against_one_wide_launch(base);
     if (HasFatalFailure()) return;
