@@ -94,7 +94,6 @@ struct TileScheduler {
   int32_t first_job;  // compact: the class's first job
   int32_t next;     // rect: this CTA's next item
   int32_t pending;  // compact, fetcher: the item taken for the next call
-  int32_t first_items, queue_ctas;  // GemmParams::queue_first_items, queue_ctas
   PipelineState ring_state;
 
   __device__ TileScheduler(const GemmParams& params, ItemRing& item_ring, bool is_fetcher)
@@ -111,11 +110,15 @@ struct TileScheduler {
     // The first item is the CTA's own index, the rest come from the queue
     // after the grid's first items: a CTA's first tile does not wait for
     // the atomic's round trip.
-    first_items = p.queue_first_items > 0 ? p.queue_first_items : int32_t(gridDim.x);
-    queue_ctas = p.queue_ctas > 0 ? p.queue_ctas : int32_t(gridDim.x);
     const int32_t cta = p.queue_cta_base + int32_t(blockIdx.x);
     pending = 0;
-    if (queued && fetcher) pending = cta < first_items ? cta : first_items + atomicAdd(&p.queue->next, 1);
+    if (queued && fetcher) pending = cta < first_items() ? cta : first_items() + atomicAdd(&p.queue->next, 1);
+  }
+
+  // GemmParams::queue_first_items, read from the kernel parameters at each
+  // use rather than held in a register of the producer's tight budget.
+  __device__ int32_t first_items() const {
+    return p.queue_first_items > 0 ? p.queue_first_items : int32_t(gridDim.x);
   }
 
   // The next compact item for this warp, -1 when none is left. The fetcher
@@ -129,14 +132,15 @@ struct TileScheduler {
       ptx::mbarrier_wait_parity(&ring.empty[slot], phase ^ 1u);
       int32_t item = pending;
       if (item < total) {
-        pending = first_items + atomicAdd(&p.queue->next, 1);
+        pending = first_items() + atomicAdd(&p.queue->next, 1);
       } else {
         item = -1;
         // This CTA takes nothing more. The last of the queue's CTAs to get
         // here finds every other one's final take behind it and rewinds the
         // queue for the next GEMM (stream order puts it after this one).
         __threadfence();
-        if (atomicAdd(&p.queue->done, 1u) == uint32_t(queue_ctas) - 1) {
+        const uint32_t queue_ctas = p.queue_ctas > 0 ? uint32_t(p.queue_ctas) : gridDim.x;
+        if (atomicAdd(&p.queue->done, 1u) == queue_ctas - 1) {
           atomicExch(&p.queue->next, 0);
           atomicExch(&p.queue->done, 0u);
         }
