@@ -133,8 +133,9 @@ Status launch_grouped_gemm(const GemmParams& p, int32_t block_t, int num_sms, cu
     // The light launch's CTAs past its first L take items from the queue
     // only, as they start late on SMs the regular grid frees.
     const int light_sms = int(std::min<int64_t>(forced_splits("NVFP4MOE_LIGHT_SMS"), num_sms - 1));
+    const int64_t regular_items = compact_items<kBlockTWide>(regular);
     const bool side_by_side = light_sms > 0 && p.schedule == Schedule::kCompact &&
-                              compact_grid_ctas(compact_items<kBlockTWide>(regular), num_sms, kBlockTWide) == num_sms;
+                              compact_grid_ctas(regular_items, num_sms, kBlockTWide) != regular_items;
     if (side_by_side) {
       regular.queue_ctas = num_sms;
       light.queue_first_items = light_sms;
