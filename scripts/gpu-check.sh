@@ -11,6 +11,10 @@
 # each case with Nsight Compute into ncu.txt (details and hottest SASS lines).
 # NVFP4MOE_SKIP_SANITIZER=1 and NVFP4MOE_SKIP_TESTS=1 leave those steps out;
 # NVFP4MOE_COMMIT=<sha> sets the commit recorded in results.json.
+# NVFP4MOE_PREBUILT=DIR skips the build and runs DIR/nvfp4moe and
+# DIR/tests/nvfp4moe_gpu_tests (sm_90a binaries built elsewhere and carried
+# with the call); the CPU suites, which need the whole build tree, are then
+# not run here (CI runs them).
 # Needs .deps/*.deb from scripts/fetch-gpu-deps.sh (carried with the call).
 set -uo pipefail
 out=${1:?usage: scripts/gpu-check.sh OUTDIR [bench args...]}
@@ -40,14 +44,20 @@ if ls .deps/*.deb >/dev/null 2>&1; then
   prefix="-DCMAKE_PREFIX_PATH=/tmp/nvfp4moe-deps/usr"
 fi
 
+bdir=${NVFP4MOE_PREBUILT:-build-gpu}
 step "build"
+if [ -n "${NVFP4MOE_PREBUILT:-}" ]; then
+  ls -l "$bdir/nvfp4moe" "$bdir/tests/nvfp4moe_gpu_tests" > "$out/build.log" 2>&1
+  build_rc=$?
+else
 cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release $prefix -DNVFP4MOE_BENCH=OFF > "$out/build.log" 2>&1 &&
   cmake --build build-gpu -j "$(nproc)" >> "$out/build.log" 2>&1
 build_rc=$?
+fi
 tail -n 5 "$out/build.log"
 if [ $build_rc -ne 0 ]; then grep -E "error" "$out/build.log" | head -n 30; exit 1; fi
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv > /tmp/gpu.txt 2>&1
-if command -v cuobjdump >/dev/null; then
+if command -v cuobjdump >/dev/null && [ -z "${NVFP4MOE_PREBUILT:-}" ]; then
   sass_hgmma=$(cuobjdump -sass build-gpu/CMakeFiles/nvfp4moe.dir/src/cuda/sm90/nvfp4_grouped_gemm.cu.o 2>/dev/null | grep -c HGMMA)
   echo "HGMMA instructions in the grouped GEMM's SASS: $sass_hgmma" | tee -a "$out/build.log"
 fi
@@ -61,9 +71,14 @@ if [ "${NVFP4MOE_SKIP_TESTS:-0}" = 1 ]; then
   echo "tests skipped (NVFP4MOE_SKIP_TESTS=1)" > "$out/tests.log"
   tests_rc=-1
 else
-  (cd build-gpu && ctest --output-on-failure -j 8 --timeout 300 -LE gpu) > "$out/tests.log" 2>&1
-  cpu_rc=$?
-  timeout ${NVFP4MOE_GPU_TEST_TIMEOUT:-240} build-gpu/tests/nvfp4moe_gpu_tests >> "$out/tests.log" 2>&1
+  cpu_rc=0
+  if [ -n "${NVFP4MOE_PREBUILT:-}" ]; then
+    echo "CPU suites not run (NVFP4MOE_PREBUILT)" > "$out/tests.log"
+  else
+    (cd build-gpu && ctest --output-on-failure -j 8 --timeout 300 -LE gpu) > "$out/tests.log" 2>&1
+    cpu_rc=$?
+  fi
+  timeout ${NVFP4MOE_GPU_TEST_TIMEOUT:-240} "$bdir"/tests/nvfp4moe_gpu_tests >> "$out/tests.log" 2>&1
   gpu_rc=$?
   tests_rc=$(( cpu_rc != 0 || gpu_rc != 0 ))
 fi
@@ -73,7 +88,7 @@ step "compute-sanitizer"
 san_rc=0
 rm -f /tmp/sanitizer-summary.txt
 if [ "${NVFP4MOE_SKIP_SANITIZER:-0}" != 1 ] && command -v compute-sanitizer >/dev/null; then
-  gt=build-gpu/tests/nvfp4moe_gpu_tests
+  gt=$bdir/tests/nvfp4moe_gpu_tests
   subset='GpuMulMatId.DequantIsExact*:GpuMulMatId.RaggedRouting:GpuMulMatId.DtypesAndSmallestShapes:GpuMulMatId.BadIds*:GpuMoeLayer.SwiGLUSeparateGateUp:GpuMoeLayer.DecodeEightTokensOaiMerged:GpuMoeLayer.BadIds*:GpuMoeLayer.LightExperts*'
   for tool in memcheck racecheck initcheck; do
     filter=$subset
@@ -93,13 +108,13 @@ bench_rc=0
 if [ "${NVFP4MOE_SKIP_BENCH:-0}" != 1 ]; then
   # Extra args select presets and tokens (e.g. --preset qwen3-30b-a3b --tokens 1,2048);
   # ops and schedules are fixed here so both schedules and both layer forms are compared.
-  bench_cmd=(build-gpu/nvfp4moe bench --device cuda --json "$out/bench.json" --op gate_up,down,layer
+  bench_cmd=("$bdir/nvfp4moe" bench --device cuda --json "$out/bench.json" --op gate_up,down,layer
              --schedule compact,rect "$@")
   timeout ${NVFP4MOE_BENCH_TIMEOUT:-300} "${bench_cmd[@]}" > "$out/bench.md" 2> /tmp/bench.err
   bench_rc=$?
   # The llama.cpp-style unfused layer, same cases, for the fusion ratio.
   if [ $bench_rc -eq 0 ] && [ "${NVFP4MOE_BENCH_UNFUSED:-1}" = 1 ]; then
-    timeout ${NVFP4MOE_BENCH_TIMEOUT:-300} build-gpu/nvfp4moe bench --device cuda --json "$out/bench-unfused.json" \
+    timeout ${NVFP4MOE_BENCH_TIMEOUT:-300} "$bdir/nvfp4moe" bench --device cuda --json "$out/bench-unfused.json" \
       "$@" --op layer --unfused >> "$out/bench.md" 2>> /tmp/bench.err
     bench_rc=$?
   fi
@@ -131,7 +146,7 @@ if [ -n "${NVFP4MOE_NCU:-}" ] && command -v ncu >/dev/null; then
     # shellcheck disable=SC2086
     timeout 240 ncu --clock-control none -k "regex:${NVFP4MOE_NCU_KERNEL:-grouped_gemm|weight_stream}" \
       --launch-skip 4 --launch-count 1 --set full --import-source no -o /tmp/prof -f \
-      build-gpu/nvfp4moe bench --device cuda --reps 3 $case_args > /tmp/ncu-run.log 2>&1
+      "$bdir/nvfp4moe" bench --device cuda --reps 3 $case_args > /tmp/ncu-run.log 2>&1
     { echo "######## ncu: $case_args"; ncu --import /tmp/prof.ncu-rep --page details;
       echo "==== hottest SASS (stall samples)";
       ncu --import /tmp/prof.ncu-rep --page source --csv --print-source sass 2>/dev/null |
