@@ -146,7 +146,7 @@ Status launch_grouped_gemm(const GemmParams& p, int32_t block_t, int num_sms, cu
     NVFP4MOE_RETURN_IF_ERROR(launch_sm90<kBlockTNarrow>(light, num_sms, stream, LaunchOrder::kOverlapPrevious));
     if (!side_by_side) return ok_status();
     GemmParams tail = regular;
-    tail.next_overlaps = false;
+    tail.next_overlaps = p.next_overlaps;  // the caller's next kernel overlaps the last launch
     tail.queue_cta_base = tail.queue_first_items = num_sms - light_sms;
     return launch_sm90<kBlockTWide>(tail, num_sms, stream, LaunchOrder::kOverlapPrevious, light_sms);
   }
