@@ -75,14 +75,6 @@ struct GemmParams {
   // Compact only: the grid has one CTA per possible item (compact_grid_ctas,
   // launch.hpp) and the CTAs take items by index, not from the queue.
   bool one_cta_per_item = false;
-  // Compact, persistent, taking from the queue. The queue's CTAs may span
-  // two launches of one class (a tail launch continues the first one's
-  // queue): this launch's CTA b is the queue's CTA queue_cta_base + b, of
-  // queue_ctas (0: gridDim.x). CTA c below queue_first_items (0: gridDim.x)
-  // takes item c first, the others start from the queue: a launch whose
-  // CTAs start late, on SMs another launch frees, leaves no early item to
-  // them.
-  int32_t queue_cta_base = 0, queue_ctas = 0, queue_first_items = 0;
   int32_t rect_tiles_per_expert = 0;  // ceil(T / block_t): the worst case, known on the host
   // Light experts (choose_plan_options): with light_max_rows > 0 the plan
   // lists their jobs last, from *light_jobs_begin, and launch_grouped_gemm

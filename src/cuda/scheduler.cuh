@@ -110,15 +110,7 @@ struct TileScheduler {
     // The first item is the CTA's own index, the rest come from the queue
     // after the grid's first items: a CTA's first tile does not wait for
     // the atomic's round trip.
-    const int32_t cta = p.queue_cta_base + int32_t(blockIdx.x);
-    pending = 0;
-    if (queued && fetcher) pending = cta < first_items() ? cta : first_items() + atomicAdd(&p.queue->next, 1);
-  }
-
-  // GemmParams::queue_first_items, read from the kernel parameters at each
-  // use rather than held in a register of the producer's tight budget.
-  __device__ int32_t first_items() const {
-    return p.queue_first_items > 0 ? p.queue_first_items : int32_t(gridDim.x);
+    pending = queued && fetcher ? int32_t(blockIdx.x) : 0;
   }
 
   // The next compact item for this warp, -1 when none is left. The fetcher
@@ -132,15 +124,14 @@ struct TileScheduler {
       ptx::mbarrier_wait_parity(&ring.empty[slot], phase ^ 1u);
       int32_t item = pending;
       if (item < total) {
-        pending = first_items() + atomicAdd(&p.queue->next, 1);
+        pending = int32_t(gridDim.x) + atomicAdd(&p.queue->next, 1);
       } else {
         item = -1;
-        // This CTA takes nothing more. The last of the queue's CTAs to get
-        // here finds every other one's final take behind it and rewinds the
-        // queue for the next GEMM (stream order puts it after this one).
+        // This CTA takes nothing more. The last CTA to get here finds every
+        // other CTA's final take behind it and rewinds the queue for the
+        // next launch (stream order puts that launch after this one).
         __threadfence();
-        const uint32_t queue_ctas = p.queue_ctas > 0 ? uint32_t(p.queue_ctas) : gridDim.x;
-        if (atomicAdd(&p.queue->done, 1u) == queue_ctas - 1) {
+        if (atomicAdd(&p.queue->done, 1u) == gridDim.x - 1) {
           atomicExch(&p.queue->next, 0);
           atomicExch(&p.queue->done, 0u);
         }

@@ -49,17 +49,8 @@ GemmKernel kernel_for(const GemmParams& p, bool take_from_queue) {
   }
 }
 
-// The compact schedule's item bound of p's class at kBlockT-row tiles.
 template <int kBlockT>
-int64_t compact_items(const GemmParams& p) {
-  return compact_class_jobs_bound(p.sorted_rows, p.num_experts, kBlockT, p.expert_class, p.light_max_rows) *
-         p.n_tiles(sm90::TileConfig<kBlockT>::kChunks) * p.k_splits;
-}
-
-// persistent_ctas > 0: a persistent compact grid's CTAs (num_sms otherwise).
-template <int kBlockT>
-Status launch_sm90(const GemmParams& p, int num_sms, cudaStream_t stream, LaunchOrder order,
-                   int64_t persistent_ctas = 0) {
+Status launch_sm90(const GemmParams& p, int num_sms, cudaStream_t stream, LaunchOrder order) {
   auto kernel = kernel_for<kBlockT>(p, takes_items_from_queue(kBlockT, p.expert_class));
   if (!kernel)
     return make_status(StatusCode::kInternal, "no grouped GEMM instance for ", kBlockT, "-token tiles of expert class ",
@@ -72,10 +63,11 @@ Status launch_sm90(const GemmParams& p, int num_sms, cudaStream_t stream, Launch
   if (p.schedule == Schedule::kRect) {
     grid = int64_t(p.num_experts) * p.rect_tiles_per_expert * p.n_tiles(kChunks) * p.k_splits;
   } else {
-    const int64_t items = compact_items<kBlockT>(p);
+    const int64_t items = compact_class_jobs_bound(p.sorted_rows, p.num_experts, kBlockT, p.expert_class,
+                                                   p.light_max_rows) *
+                          p.n_tiles(kChunks) * p.k_splits;
     grid = compact_grid_ctas(items, num_sms, kBlockT);
     q.one_cta_per_item = grid == items;
-    if (!q.one_cta_per_item && persistent_ctas > 0) grid = persistent_ctas;
   }
   if (grid <= 0) return ok_status();
   if (grid > INT32_MAX)
@@ -123,32 +115,12 @@ Status launch_grouped_gemm(const GemmParams& p, int32_t block_t, int num_sms, cu
     GemmParams regular = p, light = p;
     regular.expert_class = ExpertClass::kRegular;
     regular.next_overlaps = true;
+    NVFP4MOE_RETURN_IF_ERROR(launch_sm90<kBlockTWide>(regular, num_sms, stream, LaunchOrder::kAfterPrevious));
     light.expert_class = ExpertClass::kLight;
     light.rect_tiles_per_expert = 1;
     // Its own counter: the regular launch may still be taking items.
     light.queue = p.queue ? p.queue + 1 : nullptr;
-    // NVFP4MOE_LIGHT_SMS=L (experiments): a persistent regular grid leaves
-    // L SMs to the light launch from the start, and a tail launch of L more
-    // regular CTAs, on the same queue, takes the SMs the light launch frees.
-    // The light launch's CTAs past its first L take items from the queue
-    // only, as they start late on SMs the regular grid frees.
-    const int light_sms = int(std::min<int64_t>(forced_splits("NVFP4MOE_LIGHT_SMS"), num_sms - 1));
-    const int64_t regular_items = compact_items<kBlockTWide>(regular);
-    const bool side_by_side = light_sms > 0 && p.schedule == Schedule::kCompact &&
-                              compact_grid_ctas(regular_items, num_sms, kBlockTWide) != regular_items;
-    if (side_by_side) {
-      regular.queue_ctas = num_sms;
-      light.queue_first_items = light_sms;
-      light.next_overlaps = true;
-    }
-    NVFP4MOE_RETURN_IF_ERROR(launch_sm90<kBlockTWide>(regular, num_sms, stream, LaunchOrder::kAfterPrevious,
-                                                      side_by_side ? num_sms - light_sms : 0));
-    NVFP4MOE_RETURN_IF_ERROR(launch_sm90<kBlockTNarrow>(light, num_sms, stream, LaunchOrder::kOverlapPrevious));
-    if (!side_by_side) return ok_status();
-    GemmParams tail = regular;
-    tail.next_overlaps = p.next_overlaps;  // the caller's next kernel overlaps the last launch
-    tail.queue_cta_base = tail.queue_first_items = num_sms - light_sms;
-    return launch_sm90<kBlockTWide>(tail, num_sms, stream, LaunchOrder::kOverlapPrevious, light_sms);
+    return launch_sm90<kBlockTNarrow>(light, num_sms, stream, LaunchOrder::kOverlapPrevious);
   }
   switch (block_t) {
     case 32: return launch_sm90<32>(p, num_sms, stream, LaunchOrder::kAfterPrevious);
