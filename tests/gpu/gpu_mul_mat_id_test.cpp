@@ -349,7 +349,7 @@ TEST_F(GpuMulMatId, WideTileWidthSetsGiveTheSameBits) {
         const ScopedEnv widths("NVFP4MOE_WIDE_WIDTH_96", width96);
         Case c{E, 320, 256, T, 1, false, DType::kF32, yd};
         c.schedule = s;
-        std::mt19937_64 rng_x(x_seed);  // the same x for both runs
+        std::mt19937_64 rng_x(x_seed);  // the same x for every run
         CaseRun r;
         run_case(c, rng_x, ids, w, dw, &r);
         if (HasFatalFailure()) return;
@@ -526,7 +526,7 @@ TEST_F(GpuMulMatId, WeightStreamerChunkFormsAreRightAndRepeatable) {
         const ScopedEnv forced("NVFP4MOE_STREAM_CHUNKS", chunks);
         CaseRun runs[2];
         for (CaseRun& r : runs) {
-          std::mt19937_64 rng_x = rng;  // the same x for both runs
+          std::mt19937_64 rng_x = rng;  // the same x for every run
           run_case(c, rng_x, ids, w, dw, &r);
           if (HasFatalFailure()) return;
         }
