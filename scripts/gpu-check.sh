@@ -44,20 +44,21 @@ if ls .deps/*.deb >/dev/null 2>&1; then
   prefix="-DCMAKE_PREFIX_PATH=/tmp/nvfp4moe-deps/usr"
 fi
 
-bdir=${NVFP4MOE_PREBUILT:-build-gpu}
+prebuilt=${NVFP4MOE_PREBUILT:-}
+bdir=${prebuilt:-build-gpu}
 step "build"
-if [ -n "${NVFP4MOE_PREBUILT:-}" ]; then
+if [ -n "$prebuilt" ]; then
   ls -l "$bdir/nvfp4moe" "$bdir/tests/nvfp4moe_gpu_tests" > "$out/build.log" 2>&1
   build_rc=$?
 else
-cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release $prefix -DNVFP4MOE_BENCH=OFF > "$out/build.log" 2>&1 &&
-  cmake --build build-gpu -j "$(nproc)" >> "$out/build.log" 2>&1
-build_rc=$?
+  cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release $prefix -DNVFP4MOE_BENCH=OFF > "$out/build.log" 2>&1 &&
+    cmake --build build-gpu -j "$(nproc)" >> "$out/build.log" 2>&1
+  build_rc=$?
 fi
 tail -n 5 "$out/build.log"
 if [ $build_rc -ne 0 ]; then grep -E "error" "$out/build.log" | head -n 30; exit 1; fi
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv > /tmp/gpu.txt 2>&1
-if command -v cuobjdump >/dev/null && [ -z "${NVFP4MOE_PREBUILT:-}" ]; then
+if command -v cuobjdump >/dev/null && [ -z "$prebuilt" ]; then
   sass_hgmma=$(cuobjdump -sass build-gpu/CMakeFiles/nvfp4moe.dir/src/cuda/sm90/nvfp4_grouped_gemm.cu.o 2>/dev/null | grep -c HGMMA)
   echo "HGMMA instructions in the grouped GEMM's SASS: $sass_hgmma" | tee -a "$out/build.log"
 fi
@@ -72,7 +73,7 @@ if [ "${NVFP4MOE_SKIP_TESTS:-0}" = 1 ]; then
   tests_rc=-1
 else
   cpu_rc=0
-  if [ -n "${NVFP4MOE_PREBUILT:-}" ]; then
+  if [ -n "$prebuilt" ]; then
     echo "CPU suites not run (NVFP4MOE_PREBUILT)" > "$out/tests.log"
   else
     (cd build-gpu && ctest --output-on-failure -j 8 --timeout 300 -LE gpu) > "$out/tests.log" 2>&1
