@@ -152,8 +152,9 @@ inline int32_t splits_without_empty(int64_t k_blocks, int64_t splits) {
   const int64_t per = (k_blocks + splits - 1) / splits;
   return int32_t((k_blocks + per - 1) / per);
 }
-// A split count forced by an experiments variable; 0 when unset or below 1.
-inline int64_t forced_splits(const char* variable) {
+// A count (K splits, chunks, CTAs) forced by an experiments variable; 0 when
+// unset or below 1.
+inline int64_t forced_count(const char* variable) {
   const char* env = std::getenv(variable);
   const int forced = env ? std::atoi(env) : 0;
   return forced >= 1 ? forced : 0;
@@ -401,7 +402,7 @@ inline int32_t weight_streamer_chunks(bool swiglu, int64_t n, int64_t k, int64_t
                                       int64_t num_experts, int32_t splits, int num_sms) {
   if (swiglu) return 2;
   if (n % 128 != 0) return 1;
-  if (const int64_t forced = forced_splits("NVFP4MOE_STREAM_CHUNKS")) return forced >= 2 ? 2 : 1;
+  if (const int64_t forced = forced_count("NVFP4MOE_STREAM_CHUNKS")) return forced >= 2 ? 2 : 1;
   if (k <= kStreamTwoChunkMaxK) return 2;
   if (num_tokens == 1) {
     const StreamerLaunchShape two =

@@ -625,7 +625,7 @@ Status launch_stream_split(const GemmParams& p, int num_sms, cudaStream_t stream
 int32_t choose_stream_splits(int64_t num_tokens, int64_t k) {
   const int64_t k_blocks = k / 64;
   if (streamer_row_groups(num_tokens)) return 1;
-  if (const int64_t forced = forced_splits("NVFP4MOE_STREAM_SPLITS"))  // experiments and tests only
+  if (const int64_t forced = forced_count("NVFP4MOE_STREAM_SPLITS"))  // experiments and tests only
     return splits_without_empty(k_blocks, std::min<int64_t>({forced, kMaxStreamSplits, k_blocks}));
   return 1;
 }
@@ -643,7 +643,7 @@ bool weight_streamer_four_per_sm(size_t stage_bytes, size_t staged_bytes, int64_
 
 int weight_streamer_ctas_per_sm(size_t stage_bytes, size_t staged_bytes, int64_t grid_ctas, int64_t num_tokens,
                                 int num_sms) {
-  const bool three_forced = forced_splits("NVFP4MOE_STREAM_CTAS_PER_SM") == 3;  // experiments and tests only
+  const bool three_forced = forced_count("NVFP4MOE_STREAM_CTAS_PER_SM") == 3;  // experiments and tests only
   if (!three_forced && weight_streamer_four_per_sm(stage_bytes, staged_bytes, grid_ctas, num_tokens, num_sms))
     return 4;
   if (grid_ctas > 2 * int64_t(num_sms) && staged_bytes + 4 * stage_bytes <= kStreamSmallCtaBytes) return 3;

@@ -763,7 +763,8 @@ TEST_F(GpuMulMatId, SchedulesBitIdenticalAndDeterministic) {
 // more than five waves of 132 SMs), so both classes take from their queues.
 // Forced on, the classes equal one wide launch (classes off,
 // NVFP4MOE_BLOCK_ROWS=128) bit for bit, under both schedules, with F32 and
-// BF16 outputs; the NMSE bound holds (run_case).
+// BF16 outputs, and so does the compact light launch capped at 3 CTAs; the
+// NMSE bound holds (run_case).
 TEST_F(GpuMulMatId, LightExpertsGiveTheBitsOfOneWideLaunch) {
   for (const Case base : {Case{64, 512, 512, 1200, 4, false}, Case{128, 768, 256, 1024, 4, false},
                           Case{64, 2048, 256, 1200, 4, false}}) {
@@ -819,6 +820,20 @@ void GpuMulMatId::light_experts_against_one_wide_launch(const Case& base) {
       ASSERT_EQ(light.y.size(), wide.y.size());
       EXPECT_EQ(0, std::memcmp(light.y.data(), wide.y.data(), light.y.size() * 4))
           << "light experts' launch differs from one wide launch";
+      if (s != Schedule::kCompact) continue;
+      // The light launch on 3 CTAs (NVFP4MOE_LIGHT_GRID, an experiments
+      // cap): its CTAs take every item from the queue.
+      CaseRun capped;
+      std::mt19937_64 rng_capped = rng;
+      {
+        const ScopedEnv on("NVFP4MOE_EXPERT_CLASSES", "1");
+        const ScopedEnv grid("NVFP4MOE_LIGHT_GRID", "3");
+        run_case(c, rng_capped, ids, w, dw, &capped);
+      }
+      if (HasFatalFailure()) return;
+      ASSERT_EQ(capped.y.size(), wide.y.size());
+      EXPECT_EQ(0, std::memcmp(capped.y.data(), wide.y.data(), capped.y.size() * 4))
+          << "the light launch on 3 CTAs differs from one wide launch";
     }
 }
 

@@ -67,6 +67,11 @@ Status launch_sm90(const GemmParams& p, int num_sms, cudaStream_t stream, Launch
                                                    p.light_max_rows) *
                           p.n_tiles(kChunks) * p.k_splits;
     grid = compact_grid_ctas(items, num_sms, kBlockT);
+    // Experiments only (perf.md Next item 11): the light launch on fewer
+    // CTAs, to measure its per-CTA stream rate. Its CTAs take items from the
+    // queue, so any grid covers every item with the same bits.
+    if (const int64_t cap = forced_count("NVFP4MOE_LIGHT_GRID"); cap && p.expert_class == ExpertClass::kLight)
+      grid = std::min(grid, cap);
     q.one_cta_per_item = grid == items;
   }
   if (grid <= 0) return ok_status();
@@ -85,7 +90,7 @@ Status launch_sm90(const GemmParams& p, int num_sms, cudaStream_t stream, Launch
 int32_t choose_k_splits(int64_t num_tokens, int64_t top_k, int64_t num_experts, int64_t n, int64_t k,
                         int32_t block_t, int num_sms) {
   const int64_t k_blocks = k / 64;
-  if (const int64_t forced = forced_splits("NVFP4MOE_K_SPLITS"))  // experiments only, any tile
+  if (const int64_t forced = forced_count("NVFP4MOE_K_SPLITS"))  // experiments only, any tile
     return splits_without_empty(k_blocks, std::min(forced, k_blocks));
   if (block_t != kBlockTNarrow) return 1;
   constexpr int kChunks = sm90::TileConfig<kBlockTNarrow>::kChunks;
