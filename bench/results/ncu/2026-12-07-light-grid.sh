@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Experiment driver for one device call (2026-12-07, session 2): the GPU
+# tests of the carried binaries and memcheck of the light-experts tests, then
+# Next item 11's measurement: the light launch's duration and DRAM rate on
+# L CTAs (NVFP4MOE_LIGHT_GRID) under Nsight Compute, deepseek T = 2048 Zipf.
+#   bench/results/ncu/2026-12-07-light-grid.sh BUILD OUTDIR "L values"
+set -u
+b=$1; out=$2; ls=${3:-"33 66 132"}
+mkdir -p "$out"
+nvidia-smi --query-gpu=name,clocks.sm,clocks.mem --format=csv > "$out/gpu.txt"
+cat "$out/gpu.txt"
+timeout 280 "$b/tests/nvfp4moe_gpu_tests" > "$out/gpu-tests.log" 2>&1
+echo "gpu tests rc=$?" | tee -a "$out/gpu-tests.log"
+grep -E "^\[  (PASSED|FAILED)|tests ran|LightExperts" "$out/gpu-tests.log"
+timeout 200 compute-sanitizer --tool memcheck --error-exitcode 3 "$b/tests/nvfp4moe_gpu_tests" \
+  --gtest_filter='GpuMulMatId.LightExperts*:GpuMoeLayer.LightExperts*' > "$out/memcheck-light.log" 2>&1
+echo "memcheck rc=$?" | tee -a "$out/memcheck-light.log"
+grep -E "ERROR SUMMARY|PASSED|FAILED" "$out/memcheck-light.log"
+here=$(dirname "$0")
+cases=""
+for l in $ls; do
+  cases="$cases${cases:+;}NVFP4MOE_LIGHT_GRID=$l --preset deepseek-v3 --tokens 2048 --op gate_up --routing zipf:1.2"
+done
+CD_LAUNCHES=6 timeout 200 "$here/2026-12-06-class-durations.sh" "$b" "$out/cd" "$cases"
