@@ -7,12 +7,12 @@
 #   bench/results/ncu/2026-12-06-class-durations.sh BUILD OUTDIR "bench args;bench args..."
 # A case's args may start with VAR=VALUE words (e.g. NVFP4MOE_EXPERT_CLASSES=0),
 # set for that case only. Writes OUTDIR/durations.csv (case, kernel,
-# duration ns, grid, DRAM % of peak, tensor pipe % of peak).
+# duration ns, grid, DRAM % of peak, tensor pipe % of peak, SM clock).
 set -u
 build=$1; out=$2; cases=$3
 mkdir -p "$out"
 metrics=gpu__time_duration.sum,launch__grid_size,dram__throughput.avg.pct_of_peak_sustained_elapsed
-metrics=$metrics,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_elapsed
+metrics=$metrics,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_elapsed,sm__cycles_elapsed.avg.per_second
 IFS=';' read -r -a list <<< "$cases"
 for c in "${list[@]}"; do
   vars=(); args=()
@@ -42,10 +42,11 @@ for case, rest in rows:
     by.setdefault(key, {})[r["Metric Name"]] = r["Metric Value"]
 with open(f"{out}/durations.csv", "w", newline="") as f:
     w = csv.writer(f)
-    w.writerow(["case", "launch", "kernel", "duration_ns", "grid", "dram_pct", "tensor_pct"])
+    w.writerow(["case", "launch", "kernel", "duration_ns", "grid", "dram_pct", "tensor_pct", "sm_clock"])
     for (case, lid, kernel), m in by.items():
         w.writerow([case, lid, kernel, m.get("gpu__time_duration.sum"), m.get("launch__grid_size"),
                     m.get("dram__throughput.avg.pct_of_peak_sustained_elapsed"),
-                    m.get("sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_elapsed")])
+                    m.get("sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_elapsed"),
+                    m.get("sm__cycles_elapsed.avg.per_second")])
 print(open(f"{out}/durations.csv").read()[-6000:])
 PY

@@ -2,7 +2,11 @@
 # Experiment driver for one device call (2026-12-07, session 2): the GPU
 # tests of the carried binaries and memcheck of the light-experts tests, then
 # Next item 11's measurement: the light launch's duration and DRAM rate on
-# L CTAs (NVFP4MOE_LIGHT_GRID) under Nsight Compute, deepseek T = 2048 Zipf.
+# L CTAs (NVFP4MOE_LIGHT_GRID) under Nsight Compute, deepseek T = 2048 Zipf;
+# then the overlapped launches against serial ones in the bench
+# (NVFP4MOE_SERIAL_LAUNCHES), with the SM clock and power sampled: in the
+# bab1514 call the bench timed the Zipf case 8-11% above the sum of its two
+# launches' ncu durations.
 #   bench/results/ncu/2026-12-07-light-grid.sh BUILD OUTDIR "L values"
 set -u
 b=$1; out=$2; ls=${3:-"33 66 132"}
@@ -22,3 +26,8 @@ for l in $ls; do
   cases="$cases${cases:+;}NVFP4MOE_LIGHT_GRID=$l --preset deepseek-v3 --tokens 2048 --op gate_up --routing zipf:1.2"
 done
 CD_LAUNCHES=6 timeout 200 "$here/2026-12-06-class-durations.sh" "$b" "$out/cd" "$cases"
+nvidia-smi --query-gpu=clocks.sm,power.draw,temperature.gpu --format=csv,noheader -lms 250 > "$out/clocks.csv" 2>&1 &
+smi=$!
+AB_REPS=2 timeout 150 "$here/2026-12-06-env-ab.sh" "$b" "$out/ab-serial" NVFP4MOE_SERIAL_LAUNCHES "0 1" \
+  "--preset deepseek-v3 --tokens 2048 --op gate_up,down --routing zipf:1.2,uniform"
+kill $smi
