@@ -70,8 +70,8 @@ Status launch_sm90(const GemmParams& p, int num_sms, cudaStream_t stream, Launch
     // Experiments only (perf.md Next item 11): the light launch on fewer
     // CTAs, to measure its per-CTA stream rate. Its CTAs take items from the
     // queue, so any grid covers every item with the same bits.
-    if (const int64_t cap = forced_count("NVFP4MOE_LIGHT_GRID"); cap && p.expert_class == ExpertClass::kLight)
-      grid = std::min(grid, cap);
+    if (p.expert_class == ExpertClass::kLight)
+      if (const int64_t cap = forced_count("NVFP4MOE_LIGHT_GRID")) grid = std::min(grid, cap);
     q.one_cta_per_item = grid == items;
   }
   if (grid <= 0) return ok_status();
