@@ -3,7 +3,8 @@
 # need (the call's limit may cut the end; each step writes as it goes):
 # the light-experts and same-bits GPU tests of the carried binaries; Next
 # item 11's measurement, the light launch's duration and DRAM rate on L CTAs
-# (NVFP4MOE_LIGHT_GRID) under Nsight Compute, deepseek T = 2048 Zipf; the
+# (NVFP4MOE_LIGHT_GRID) under Nsight Compute, deepseek T = 2048 Zipf, with
+# its issue slots and stall reasons (is a capped CTA issue- or latency-bound?); the
 # overlapped launches against serial ones in the bench
 # (NVFP4MOE_SERIAL_LAUNCHES) with the SM clock and power sampled (in the
 # bab1514 call the bench timed the Zipf case 8-11% above the sum of its two
@@ -24,7 +25,7 @@ cases=""
 for l in $ls; do
   cases="$cases${cases:+;}NVFP4MOE_LIGHT_GRID=$l --preset deepseek-v3 --tokens 2048 --op gate_up --routing zipf:1.2"
 done
-CD_LAUNCHES=6 timeout 200 "$here/2026-12-06-class-durations.sh" "$b" "$out/cd" "$cases" | cut -c1-220
+CD_LAUNCHES=6 CD_SECTIONS="WarpStateStats SchedulerStats" timeout 200 "$here/2026-12-06-class-durations.sh" "$b" "$out/cd" "$cases" | cut -c1-220
 nvidia-smi --query-gpu=clocks.sm,power.draw,temperature.gpu --format=csv,noheader -lms 250 > "$out/clocks.csv" 2>&1 &
 smi=$!
 AB_REPS=2 timeout 150 "$here/2026-12-06-env-ab.sh" "$b" "$out/ab-serial" NVFP4MOE_SERIAL_LAUNCHES "0 1" \

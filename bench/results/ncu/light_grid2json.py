@@ -3,7 +3,8 @@
 
   light_grid2json.py OUTDIR OUT_JSON COMMIT DATE COMMAND NOTE [PEAK_GBPS]
 
-Per launch: duration, grid, DRAM and tensor-pipe % of peak, SM clock; the light launches also get their DRAM rate
+Per launch: duration, grid, DRAM and tensor-pipe % of peak, SM clock, and the figures of the ncu sections the driver
+asked for (cd/metrics.json: issue slots, eligible warps, stall reasons); the light launches also get their DRAM rate
 derived from the percentage and PEAK_GBPS (the GPU's nominal DRAM peak, ncu's reference: 3352 on an H100 SXM,
 4800 on an H200), in total and per CTA. clocks.csv (nvidia-smi samples during the serial-launch A/B) gives the SM
 clock and power in the bench.
@@ -27,6 +28,25 @@ def clock_mhz(x):
     return v * 1000 if v < 10 else v if v < 1e4 else v / 1e6
 
 
+# The ncu sections' figures per launch (class-durations.sh's metrics.json, CD_SECTIONS), keyed as durations.csv.
+section_metrics = {}
+try:
+    base = {"gpu__time_duration.sum", "launch__grid_size", "dram__throughput.avg.pct_of_peak_sustained_elapsed",
+            "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_elapsed",
+            "sm__cycles_elapsed.avg.per_second"}
+    for m in json.load(open(f"{out}/cd/metrics.json")):
+        figures = {}
+        for name, value in m["metrics"].items():
+            if name in base:
+                continue
+            try:
+                figures[name] = num(value)
+            except ValueError:
+                figures[name] = value
+        section_metrics[(m["case"], m["launch"])] = figures
+except FileNotFoundError:
+    pass
+
 records = []
 for r in csv.DictReader(open(f"{out}/cd/durations.csv")):
     m = re.search(r"NVFP4MOE_LIGHT_GRID=(\d+)", r["case"])
@@ -38,6 +58,8 @@ for r in csv.DictReader(open(f"{out}/cd/durations.csv")):
            "tensor_pct_of_peak": num(r["tensor_pct"])}
     if r.get("sm_clock"):
         rec["sm_clock_mhz"] = round(clock_mhz(r["sm_clock"]), 1)
+    if section_metrics.get((r["case"], r["launch"])):
+        rec["ncu_sections"] = section_metrics[(r["case"], r["launch"])]
     if light and peak:
         gbps = rec["dram_pct_of_peak"] / 100 * peak
         rec["derived_dram_gbps"] = round(gbps, 1)
