@@ -121,7 +121,8 @@ Status moe_layer_cpu(const MoeLayerArgs& a, const CpuOptions& opt = {});
 // BF16-rounded activations. Output written as double. They run validate_*
 // and validate_weights (a full scan) on every projection. The layer reference
 // rounds h to BF16 (through F32, as the backends do) before the down
-// projection, so only the accumulation order and precision differ.
+// projection, and each slot's down row to BF16 before its router weight, so
+// only the accumulation order and precision differ.
 Status mul_mat_id_reference(const MulMatIdArgs& a, double* y);
 Status moe_layer_reference(const MoeLayerArgs& a, double* out);
 

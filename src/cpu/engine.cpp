@@ -336,8 +336,9 @@ Status moe_layer_with(const MoeLayerArgs& a, const CpuOptions& opt, const Kernel
                                    : run_status(flags_f, {{&lw.gate, "gate"}, {&lw.up, "up"}});
     if (status_f.code() == StatusCode::kOutOfMemory) return status_f;
 
-    // Stage 2: y[pair] = (alpha_d * w_route) * down.h, then out[t] = the sum
-    // over slots in slot order. With k = 1 the sum is y itself.
+    // Stage 2: y[pair] = alpha_d * down.h rounded to BF16 (the GPU's slot
+    // rows), then out[t] = the sum over slots, in slot order, of w_route * y.
+    // With k = 1, y is out itself, weighted in place.
     const std::vector<Unit> units_h = make_units(jobs, H);
     std::vector<float> y_pairs;
     float* y = a.out;
@@ -355,25 +356,26 @@ Status moe_layer_with(const MoeLayerArgs& a, const CpuOptions& opt, const Kernel
       const float alpha_d = lw.down.alpha_of(job.expert);
       for (int r = 0; r < job.num_rows; ++r) {
         const int64_t pair = plan.sorted_src[job.row_begin + r];
-        const float factor = a.route_weights ? alpha_d * a.route_weights[pair] : alpha_d;
         float* yr = y + pair * H + u.n0;
-        for (int c = 0; c < u.rows; ++c) yr[c] = sums[r * u.rows + c] * factor;
+        for (int c = 0; c < u.rows; ++c) yr[c] = round_to_bf16(sums[r * u.rows + c] * alpha_d);
       }
       return bad;
     });
     const Status status_h = run_status(flags_h, {{&lw.down, "down"}});
     if (status_h.code() == StatusCode::kOutOfMemory) return status_h;
 
-    if (top_k > 1) {
+    if (top_k > 1 || a.route_weights) {
       const int reduce_threads = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(threads, T * top_k * H >> 16)));
       parallel_ranges(reduce_threads, T, [&](int64_t begin, int64_t end) {
+        std::vector<float> sum(static_cast<size_t>(H));
         for (int64_t t = begin; t < end; ++t) {
-          float* out = a.out + t * H;
           const float* yt = y + t * top_k * H;
-          for (int64_t n = 0; n < H; ++n) out[n] = yt[n];
-          for (int64_t j = 1; j < top_k; ++j) {
-            for (int64_t n = 0; n < H; ++n) out[n] += yt[j * H + n];
+          std::fill(sum.begin(), sum.end(), 0.0f);
+          for (int64_t j = 0; j < top_k; ++j) {
+            const float w = a.route_weights ? a.route_weights[t * top_k + j] : 1.0f;
+            for (int64_t n = 0; n < H; ++n) sum[n] += w * yt[j * H + n];
           }
+          std::copy(sum.begin(), sum.end(), a.out + t * H);
         }
       });
     }

@@ -87,7 +87,10 @@ Status moe_layer_reference(const MoeLayerArgs& a, double* out) {
         }
         const double route = a.route_weights ? static_cast<double>(a.route_weights[pair]) : 1.0;
         const double alpha_d = lw.down.alpha_of(e);
-        for (int64_t n = 0; n < H; ++n) out[t * H + n] += route * (alpha_d * dot_row(lw.down, e, n, h, w_row));
+        // The layer's documented BF16 rounding of each slot's down row (via
+        // F32), which the combine then weights.
+        for (int64_t n = 0; n < H; ++n)
+          out[t * H + n] += route * round_to_bf16(static_cast<float>(alpha_d * dot_row(lw.down, e, n, h, w_row)));
       }
     }
   } catch (const std::bad_alloc&) {

@@ -41,44 +41,70 @@ __global__ void f32_to_bf16_kernel(const float* x, uint16_t* y, int64_t n, bool 
   if (overlaps_previous && blockIdx.x == 0 && threadIdx.x == 0) ptx::grid_dependency_wait();
 }
 
-// out[t][c] = y[t*k][c] + ... + y[t*k + k-1][c], summed from 0 in slot order.
-// kVec columns per thread (4: float4 loads and stores; 1 when out is not
-// 16-byte aligned); tokens along the grid's y. A token's slots are loaded
-// kBatch at a time before any of them is added, so that each thread has
-// kBatch loads in flight; the additions keep their order. NOTES: one element
-// per thread with a 64-bit division of the flat index ran the qwen3 layer's
-// combine (T = 2048: 134 MB of per-pair rows) at 3.8 TB/s, 77% of the DRAM
-// peak (ncu at 9a59126); a plain loop over the slots compiled to loads
-// between the dependent additions, one or two in flight per thread (SASS).
-// Batched, qwen3's decode layer ran 1.02-1.05x in a graph and T = 2048 as
-// before (bench/results/2026-12-02-h200-ab-combine-loads-and-overlap.json).
+// A slot row's kVec columns as floats: F32 rows, or BF16 rows (exact).
 template <int kVec>
-__global__ void combine_slots_kernel(const float* y, int64_t num_tokens, int32_t top_k, int64_t cols,
-                                     const PlanStatus* status, float* out, bool overlaps_previous) {
+__device__ __forceinline__ void load_slot(const float* p, float (&v)[kVec]) {
+  if constexpr (kVec == 4) {
+    const float4 q = *reinterpret_cast<const float4*>(p);
+    v[0] = q.x, v[1] = q.y, v[2] = q.z, v[3] = q.w;
+  } else {
+    v[0] = *p;
+  }
+}
+template <int kVec>
+__device__ __forceinline__ void load_slot(const uint16_t* p, float (&v)[kVec]) {
+  if constexpr (kVec == 4) {
+    const uint2 q = *reinterpret_cast<const uint2*>(p);
+    v[0] = __uint_as_float(q.x << 16), v[1] = __uint_as_float(q.x & 0xFFFF0000u);
+    v[2] = __uint_as_float(q.y << 16), v[3] = __uint_as_float(q.y & 0xFFFF0000u);
+  } else {
+    v[0] = __uint_as_float(uint32_t(*p) << 16);
+  }
+}
+
+// out[t][c] = w[t*k] y[t*k][c] + ... + w[t*k + k-1] y[t*k + k-1][c], summed
+// from 0 in slot order; w: route_w, or 1 (nullptr: rows already weighted).
+// Slot: float or uint16_t (BF16 rows). kVec columns per thread (4: vector
+// loads and float4 stores; 1 when out is not 16-byte aligned); tokens along
+// the grid's y. A token's slots are loaded kBatch at a time before any of
+// them is added, so that each thread has kBatch loads in flight; the
+// additions keep their order. NOTES: one element per thread with a 64-bit
+// division of the flat index ran the qwen3 layer's combine (T = 2048: 134 MB
+// of F32 per-pair rows) at 3.8 TB/s, 77% of the DRAM peak (ncu at 9a59126);
+// a plain loop over the slots compiled to loads between the dependent
+// additions, one or two in flight per thread (SASS). Batched, qwen3's decode
+// layer ran 1.02-1.05x in a graph and T = 2048 as before
+// (bench/results/2026-12-02-h200-ab-combine-loads-and-overlap.json).
+template <int kVec, typename Slot>
+__global__ void combine_slots_kernel(const Slot* y, const float* route_w, int64_t num_tokens, int32_t top_k,
+                                     int64_t cols, const PlanStatus* status, float* out, bool overlaps_previous) {
   constexpr int kBatch = 8;
-  using Vec = std::conditional_t<kVec == 4, float4, float>;
   if (overlaps_previous) ptx::grid_dependency_wait();  // y and status are the previous kernel's
   if (status->code != kPlanOk) return;
   const int64_t c = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) * kVec;
   if (c >= cols) return;
   for (int64_t t = blockIdx.y; t < num_tokens; t += gridDim.y) {
-    Vec sum = {};
-    const float* rows = y + t * top_k * cols + c;
+    float sum[kVec] = {};
+    const Slot* rows = y + t * top_k * cols + c;
     for (int32_t j0 = 0; j0 < top_k; j0 += kBatch) {
-      Vec v[kBatch];
+      float v[kBatch][kVec];
 #pragma unroll
       for (int b = 0; b < kBatch; ++b)
-        if (j0 + b < top_k) v[b] = *reinterpret_cast<const Vec*>(rows + (j0 + b) * cols);
+        if (j0 + b < top_k) load_slot<kVec>(rows + (j0 + b) * cols, v[b]);
 #pragma unroll
       for (int b = 0; b < kBatch; ++b) {
         if (j0 + b >= top_k) break;
-        if constexpr (kVec == 4)
-          sum.x += v[b].x, sum.y += v[b].y, sum.z += v[b].z, sum.w += v[b].w;
-        else
-          sum += v[b];
+        // Product, then sum: each slot's contribution rounds once as it is
+        // added, whichever way the compiler fuses them (fma(1, v, s) = s + v).
+        const float w = route_w ? route_w[t * top_k + j0 + b] : 1.0f;
+#pragma unroll
+        for (int i = 0; i < kVec; ++i) sum[i] = __fmaf_rn(w, v[b][i], sum[i]);
       }
     }
-    *reinterpret_cast<Vec*>(out + t * cols + c) = sum;
+    if constexpr (kVec == 4)
+      *reinterpret_cast<float4*>(out + t * cols + c) = {sum[0], sum[1], sum[2], sum[3]};
+    else
+      out[t * cols + c] = sum[0];
   }
 }
 
@@ -121,17 +147,29 @@ Status launch_f32_to_bf16(const float* x, uint16_t* y, int64_t n, cudaStream_t s
   return ok_status();
 }
 
-Status launch_combine_slots(const float* y, int64_t num_tokens, int64_t top_k, int64_t cols,
-                            const PlanStatus* status, float* out, cudaStream_t stream, LaunchOrder order) {
+Status launch_combine_slots(const void* y, DType y_dtype, const float* route_w, int64_t num_tokens, int64_t top_k,
+                            int64_t cols, const PlanStatus* status, float* out, cudaStream_t stream,
+                            LaunchOrder order) {
   if (num_tokens * cols == 0) return ok_status();
+  if (y_dtype != DType::kF32 && y_dtype != DType::kBF16)
+    return make_status(StatusCode::kInternal, "slot rows are F32 or BF16");
   constexpr int kCombineThreads = 128;
   const bool vec4 = cols % 4 == 0 && reinterpret_cast<uintptr_t>(out) % 16 == 0;
-  auto kernel = vec4 ? combine_slots_kernel<4> : combine_slots_kernel<1>;
   const int64_t threads_per_row = vec4 ? cols / 4 : cols;
   const dim3 grid(uint32_t((threads_per_row + kCombineThreads - 1) / kCombineThreads),
                   uint32_t(std::min<int64_t>(num_tokens, 65535)));
-  NVFP4MOE_CUDA_TRY(launch_kernel(kernel, grid, dim3(kCombineThreads), 0, stream, order, y, num_tokens,
-                                  int32_t(top_k), cols, status, out, order == LaunchOrder::kOverlapPrevious));
+  const bool overlaps = order == LaunchOrder::kOverlapPrevious;
+  const auto launch = [&](auto kernel, const auto* rows) {
+    return launch_kernel(kernel, grid, dim3(kCombineThreads), 0, stream, order, rows, route_w, num_tokens,
+                         int32_t(top_k), cols, status, out, overlaps);
+  };
+  const auto* f32 = static_cast<const float*>(y);
+  const auto* bf16 = static_cast<const uint16_t*>(y);
+  if (y_dtype == DType::kF32)
+    NVFP4MOE_CUDA_TRY(vec4 ? launch(combine_slots_kernel<4, float>, f32) : launch(combine_slots_kernel<1, float>, f32));
+  else
+    NVFP4MOE_CUDA_TRY(vec4 ? launch(combine_slots_kernel<4, uint16_t>, bf16)
+                           : launch(combine_slots_kernel<1, uint16_t>, bf16));
   NVFP4MOE_CUDA_CHECK_LAUNCH("combine_slots_kernel");
   return ok_status();
 }

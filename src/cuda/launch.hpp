@@ -466,11 +466,13 @@ Status launch_build_plan(const int32_t* ids, int64_t num_tokens, int64_t top_k, 
 // does not end before that kernel, so the next kernel finds both done.
 Status launch_f32_to_bf16(const float* x, uint16_t* y, int64_t n, cudaStream_t stream, bool next_overlaps = false,
                           LaunchOrder order = LaunchOrder::kAfterPrevious);
-// out[t][:] = sum_j y[t*k + j][:] in slot order (deterministic), F32.
+// out[t][:] = sum_j w[t*k + j] * y[t*k + j][:] in slot order
+// (deterministic), F32; y: F32 or BF16 slot rows, w: route_w or 1 (nullptr).
 // Writes nothing when *status holds an error (bad ids: y was never written).
 // With kOverlapPrevious it waits before anything else.
-Status launch_combine_slots(const float* y, int64_t num_tokens, int64_t top_k, int64_t cols,
-                            const PlanStatus* status, float* out, cudaStream_t stream, LaunchOrder order);
+Status launch_combine_slots(const void* y, DType y_dtype, const float* route_w, int64_t num_tokens, int64_t top_k,
+                            int64_t cols, const PlanStatus* status, float* out, cudaStream_t stream,
+                            LaunchOrder order);
 // Unfused baseline passes (llama.cpp style): y[pair][:] *= alpha[ids[pair]] (* w[pair]).
 // With alpha_up, odd 64-column blocks (interleaved up rows) take alpha_up.
 // Does nothing when *status holds an error (the ids are not safe to index with).

@@ -190,7 +190,10 @@ struct Context::Impl {
   int64_t plan_tokens = 0, plan_top_k = 0, plan_experts = 0;
   int64_t status_experts = 0;  // E of the last call that wrote the status word (plan or streamer)
   int32_t plan_block_rows = 0, plan_light_max_rows = 0;
-  DeviceBuffer x_bf16, h_bf16, y_f32, gu_f32, partial_f32;
+  DeviceBuffer x_bf16, h_bf16, gu_f32, partial_f32;
+  // The layer's per-(token, slot) down rows before the combine: BF16 in the
+  // fused layer, F32 in the unfused baseline (sized for F32).
+  DeviceBuffer slot_rows;
   // The weight streamer's K-split sums and counters (GemmParams), one set
   // per streamer that may run beside another: kStreamFirst for MUL_MAT_ID
   // and the layer's gate_up, kStreamSecond for the layer's down, which
@@ -295,7 +298,7 @@ Status Context::reserve(int64_t num_tokens, int64_t top_k, int64_t num_experts, 
   NVFP4MOE_RETURN_IF_ERROR(m.grow_plan(pairs, num_experts, nullptr));
   NVFP4MOE_RETURN_IF_ERROR(m.grow(&m.x_bf16, sizeof(uint16_t) * pairs * max_cols, nullptr, "x_bf16"));
   NVFP4MOE_RETURN_IF_ERROR(m.grow(&m.h_bf16, sizeof(uint16_t) * pairs * max_cols, nullptr, "h_bf16"));
-  NVFP4MOE_RETURN_IF_ERROR(m.grow(&m.y_f32, sizeof(float) * pairs * max_cols, nullptr, "y_f32"));
+  NVFP4MOE_RETURN_IF_ERROR(m.grow(&m.slot_rows, sizeof(float) * pairs * max_cols, nullptr, "slot_rows"));
   NVFP4MOE_RETURN_IF_ERROR(m.grow(&m.gu_f32, sizeof(float) * pairs * 2 * max_cols, nullptr, "gu_f32"));
   // Split K runs only while items = jobs * n_tiles < 2 * SMs (choose_k_splits),
   // so splits * rows * n <= 2 * SMs * 256 * 32 + rows * n with rows <= 2 * SMs * 32.
@@ -395,6 +398,14 @@ PlanOptions choose_plan_options(int64_t num_tokens, int64_t top_k, int64_t num_e
 }
 
 namespace {
+
+// NVFP4MOE_LAYER_F32_SLOTS=1 (experiments only): the fused layer's down
+// writes F32 slot rows with the router weight applied, as before the BF16
+// slot rows, for same-binary A/B runs.
+bool layer_f32_slots_forced() {
+  const char* env = std::getenv("NVFP4MOE_LAYER_F32_SLOTS");
+  return env && env[0] == '1';
+}
 
 // build_plan, and with next_overlaps the plan kernel lets the next kernel
 // (the F32 activations' conversion) be scheduled beside it.
@@ -666,7 +677,13 @@ Status moe_layer(Context& ctx, const CudaMoeLayerArgs& a, Stream stream) {
   Context::Impl& m = *ctx.impl();
   const int64_t T = a.num_tokens, k = a.top_k, pairs = T * k, H = L.hidden, F = L.ffn;
   NVFP4MOE_RETURN_IF_ERROR(m.grow(&m.h_bf16, sizeof(uint16_t) * pairs * F, stream, "h_bf16"));
-  NVFP4MOE_RETURN_IF_ERROR(m.grow(&m.y_f32, sizeof(float) * pairs * H, stream, "y_f32"));
+  NVFP4MOE_RETURN_IF_ERROR(m.grow(&m.slot_rows, sizeof(float) * pairs * H, stream, "slot_rows"));
+  // The fused layer's down writes each slot's row alpha * (W h) rounded to
+  // BF16, and the combine applies the router weight as it sums: half the
+  // bytes of F32 rows both ways (design.md, Numerics). NVFP4MOE_LAYER_F32_SLOTS=1
+  // (experiments only) writes F32 rows with the router weight instead.
+  const DType slot_dtype = a.unfused || layer_f32_slots_forced() ? DType::kF32 : DType::kBF16;
+  const float* combine_route_w = slot_dtype == DType::kBF16 ? a.route_weights : nullptr;
   if (!a.unfused && use_weight_streamer(T, k, L.num_experts)) {
     // Decode sizes: gate_up + SwiGLU and down + router weight as two weight
     // streams over the pairs (per-pair rows, no sorted order), then the combine.
@@ -691,16 +708,16 @@ Status moe_layer(Context& ctx, const CudaMoeLayerArgs& a, Stream stream) {
     down.x = m.h_bf16.as<uint16_t>();
     down.x_stride = F;
     down.x_map = RowMap::kPair;
-    down.y = m.y_f32.get();
-    down.y_dtype = DType::kF32;
+    down.y = m.slot_rows.get();
+    down.y_dtype = slot_dtype;
     down.y_stride = H;
     down.y_map = RowMap::kPair;
-    down.route_w = a.route_weights;
+    down.route_w = combine_route_w ? nullptr : a.route_weights;
     down.next_overlaps = true;
     NVFP4MOE_RETURN_IF_ERROR(launch_weight_streamer(
         down, m.num_sms, stream, down_overlaps ? LaunchOrder::kOverlapPrevious : LaunchOrder::kAfterPrevious));
-    return launch_combine_slots(m.y_f32.as<float>(), T, k, H, m.plan().status, a.out, stream,
-                                LaunchOrder::kOverlapPrevious);
+    return launch_combine_slots(m.slot_rows.get(), slot_dtype, combine_route_w, T, k, H, m.plan().status, a.out,
+                                stream, LaunchOrder::kOverlapPrevious);
   }
   const PlanOptions tiles = choose_plan_options(T, k, L.num_experts);
   const int32_t block_t = tiles.block_rows;
@@ -719,8 +736,8 @@ Status moe_layer(Context& ctx, const CudaMoeLayerArgs& a, Stream stream) {
   gu.x_map = RowMap::kToken;
   down.x = m.h_bf16.as<uint16_t>();
   down.x_stride = F;
-  down.y = m.y_f32.get();
-  down.y_dtype = DType::kF32;
+  down.y = m.slot_rows.get();
+  down.y_dtype = slot_dtype;
   down.y_stride = H;
   down.y_map = RowMap::kPair;
 
@@ -735,7 +752,7 @@ Status moe_layer(Context& ctx, const CudaMoeLayerArgs& a, Stream stream) {
     gu.act = L.act;
     NVFP4MOE_RETURN_IF_ERROR(launch_grouped_gemm(gu, block_t, m.num_sms, stream));
     down.x_map = RowMap::kCompact;
-    down.route_w = a.route_weights;
+    down.route_w = combine_route_w ? nullptr : a.route_weights;
     NVFP4MOE_RETURN_IF_ERROR(launch_grouped_gemm(down, block_t, m.num_sms, stream));
   } else {
     NVFP4MOE_RETURN_IF_ERROR(m.grow(&m.gu_f32, sizeof(float) * pairs * 2 * F, stream, "gu_f32"));
@@ -753,11 +770,11 @@ Status moe_layer(Context& ctx, const CudaMoeLayerArgs& a, Stream stream) {
     down.alpha = nullptr;
     down.x_map = RowMap::kPair;
     NVFP4MOE_RETURN_IF_ERROR(launch_grouped_gemm(down, block_t, m.num_sms, stream));
-    NVFP4MOE_RETURN_IF_ERROR(launch_scale_pairs(m.y_f32.as<float>(), a.ids, L.down.alpha.as<float>(), nullptr,
+    NVFP4MOE_RETURN_IF_ERROR(launch_scale_pairs(m.slot_rows.as<float>(), a.ids, L.down.alpha.as<float>(), nullptr,
                                                 a.route_weights, pairs, H, m.plan().status, stream));
   }
-  return launch_combine_slots(m.y_f32.as<float>(), T, k, H, m.plan().status, a.out, stream,
-                              LaunchOrder::kAfterPrevious);
+  return launch_combine_slots(m.slot_rows.get(), slot_dtype, combine_route_w, T, k, H, m.plan().status, a.out,
+                              stream, LaunchOrder::kAfterPrevious);
 }
 
 }  // namespace nvfp4moe::cuda

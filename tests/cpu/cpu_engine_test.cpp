@@ -27,6 +27,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <string>
@@ -457,6 +458,26 @@ TEST(CpuMoeLayer, RouterWeightsScaleEachSlot) {
   }
   ASSERT_TRUE(moe_layer_cpu(single.args(c1)).ok());
   EXPECT_TRUE(bitwise_equal(single.out, two_slots));
+}
+
+// Each slot's down row is rounded to BF16 before its router weight and the
+// combine (design.md, Numerics): with one slot and no router weights the
+// output is that row, so every value is a BF16 value.
+TEST(CpuMoeLayer, SlotRowsAreRoundedToBf16) {
+  std::mt19937_64 rng(test_seed());
+  LayerCase c;
+  c.k = 1;
+  c.route_weights = false;
+  LayerData d = make_layer(rng, c);
+  ASSERT_TRUE(moe_layer_cpu(d.args(c)).ok());
+  int64_t nonzero = 0;
+  for (size_t i = 0; i < d.out.size(); ++i) {
+    uint32_t bits;
+    std::memcpy(&bits, &d.out[i], 4);
+    ASSERT_EQ(bits & 0xFFFFu, 0u) << "out[" << i << "] = " << d.out[i] << " is not a BF16 value";
+    nonzero += d.out[i] != 0.0f;
+  }
+  EXPECT_GT(nonzero, int64_t(d.out.size()) / 2);
 }
 
 TEST(CpuMoeLayer, DeterministicAcrossRunsThreadsSchedulesAndKernels) {

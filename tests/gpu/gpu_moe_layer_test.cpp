@@ -8,10 +8,11 @@
 namespace nvfp4moe::testing {
 namespace {
 
-// Two matmuls with FP32 accumulation, a BF16 intermediate (rounded the same
-// way as the reference) and the activation in FP32: the BF16 rounding of h
-// flips near ties between device and reference (different FP32 sums), each
-// flip a 2^-9 relative error on one element: NMSE stays far below 1e-5.
+// Two matmuls with FP32 accumulation, a BF16 intermediate and BF16 slot rows
+// (each rounded the same way as the reference) and the activation in FP32:
+// a BF16 rounding flips near ties between device and reference (different
+// FP32 sums), each flip a 2^-9 relative error on one element: NMSE stays far
+// below 1e-5.
 constexpr double kNmseLayer = 1e-5;
 
 struct LayerCase {
@@ -60,45 +61,119 @@ class GpuMoeLayer : public GpuTest {
     return to_host<float>(dout, c.T * c.H);
   }
 
-  void check(const LayerCase& c) {
-    std::mt19937_64 rng(test_seed());
-    Built b = build(rng, c);
+  // A case's weights on the device, its inputs on both sides, and the
+  // float64 reference output.
+  struct Prepared {
+    Built b;
     cuda::DeviceMoeLayer layer;
-    ASSERT_OK(cuda::upload_moe_layer(b.view, b.act, &layer));
-    std::vector<float> x = random_normal(rng, size_t(c.T * c.H), 1.0f);
-    std::vector<int32_t> ids = c.hot_expert >= 0 ? random_ids_with_hot_expert(rng, c.T, c.k, c.E, c.hot_expert)
-                                                 : random_ids(rng, c.T, c.k, c.E);
-    std::vector<float> rw(c.T * c.k);
+    std::vector<float> x, rw;
+    std::vector<int32_t> ids;
+    cuda::DeviceBuffer dx, dids, dw;
+    std::vector<double> ref;
+  };
+
+  static void prepare(const LayerCase& c, Prepared* p) {
+    std::mt19937_64 rng(test_seed());
+    p->b = build(rng, c);
+    ASSERT_OK(cuda::upload_moe_layer(p->b.view, p->b.act, &p->layer));
+    p->x = random_normal(rng, size_t(c.T * c.H), 1.0f);
+    p->ids = c.hot_expert >= 0 ? random_ids_with_hot_expert(rng, c.T, c.k, c.E, c.hot_expert)
+                               : random_ids(rng, c.T, c.k, c.E);
+    p->rw.resize(c.T * c.k);
     std::uniform_real_distribution<float> u(0.05f, 1.0f);
-    for (auto& v : rw) v = u(rng);
-    cuda::DeviceBuffer dx = to_device(x), dids = to_device(ids), dw = to_device(rw);
-
-    const std::vector<float> fused = run(c, layer, dx, dids, dw, false, c.schedule);
-    for (size_t i = 0; i < fused.size(); ++i) ASSERT_FALSE(std::isnan(fused[i])) << "out[" << i << "] not written";
-
+    for (auto& v : p->rw) v = u(rng);
+    p->dx = to_device(p->x);
+    p->dids = to_device(p->ids);
+    p->dw = to_device(p->rw);
     MoeLayerArgs ra;
-    ra.weights = b.view;
-    ra.act = b.act;
-    ra.x = x.data();
-    ra.ids = ids.data();
-    ra.route_weights = rw.data();
+    ra.weights = p->b.view;
+    ra.act = p->b.act;
+    ra.x = p->x.data();
+    ra.ids = p->ids.data();
+    ra.route_weights = p->rw.data();
     ra.num_tokens = c.T;
     ra.top_k = c.k;
-    std::vector<double> ref(c.T * c.H);
-    ASSERT_OK(moe_layer_reference(ra, ref.data()));
-    const double e = nmse(fused.data(), ref.data(), int64_t(ref.size()));
+    p->ref.resize(c.T * c.H);
+    ASSERT_OK(moe_layer_reference(ra, p->ref.data()));
+  }
+
+  std::vector<float> run(const LayerCase& c, const Prepared& p, bool unfused, Schedule schedule) {
+    return run(c, p.layer, p.dx, p.dids, p.dw, unfused, schedule);
+  }
+
+  void check(const LayerCase& c) {
+    Prepared p;
+    prepare(c, &p);
+    if (HasFatalFailure()) return;
+    const std::vector<float> fused = run(c, p, false, c.schedule);
+    for (size_t i = 0; i < fused.size(); ++i) ASSERT_FALSE(std::isnan(fused[i])) << "out[" << i << "] not written";
+    const double e = nmse(fused.data(), p.ref.data(), int64_t(p.ref.size()));
     std::printf("[ nmse     ] layer E=%lld H=%lld F=%lld T=%lld k=%lld merged=%d act=%s: %.3g\n", (long long)c.E,
                 (long long)c.H, (long long)c.F, (long long)c.T, (long long)c.k, int(c.merged),
                 activation_name(c.act), e);
     EXPECT_LE(e, kNmseLayer);
 
-    const std::vector<float> unfused = run(c, layer, dx, dids, dw, true, c.schedule);
-    EXPECT_LE(nmse(unfused.data(), ref.data(), int64_t(ref.size())), kNmseLayer) << "unfused baseline";
-    const std::vector<float> again = run(c, layer, dx, dids, dw, false,
-                                         c.schedule == Schedule::kCompact ? Schedule::kRect : Schedule::kCompact);
+    const std::vector<float> unfused = run(c, p, true, c.schedule);
+    EXPECT_LE(nmse(unfused.data(), p.ref.data(), int64_t(p.ref.size())), kNmseLayer) << "unfused baseline";
+    const std::vector<float> again =
+        run(c, p, false, c.schedule == Schedule::kCompact ? Schedule::kRect : Schedule::kCompact);
     EXPECT_EQ(0, std::memcmp(fused.data(), again.data(), fused.size() * 4)) << "schedules differ";
   }
 };
+
+// The fused layer's slot rows in BF16 (the default) and in F32 with the
+// router weight in the down's writeback (NVFP4MOE_LAYER_F32_SLOTS=1, kept for
+// same-binary A/B runs): both inside the layer's bound, the default far
+// closer to the reference, which rounds them too, and not the same bits, so
+// the switch those runs rely on is live. The weight streamer's path
+// (T = 3) and the plan path (T = 130, narrow and wide tiles).
+TEST_F(GpuMoeLayer, SlotRowsInBf16AndInF32) {
+  for (const int64_t T : {3, 130}) {
+    const LayerCase c{16, 512, 192, T, 4, true, Activation::kSwiGLU};
+    Prepared p;
+    prepare(c, &p);
+    if (HasFatalFailure()) return;
+    const std::vector<float> bf16_slots = run(c, p, false, Schedule::kCompact);
+    std::vector<float> f32_slots;
+    {
+      const ScopedEnv f32("NVFP4MOE_LAYER_F32_SLOTS", "1");
+      f32_slots = run(c, p, false, Schedule::kCompact);
+    }
+    const double e_bf16 = nmse(bf16_slots.data(), p.ref.data(), int64_t(p.ref.size()));
+    const double e_f32 = nmse(f32_slots.data(), p.ref.data(), int64_t(p.ref.size()));
+    std::printf("[ nmse     ] layer T=%lld slot rows BF16: %.3g, F32: %.3g\n", (long long)T, e_bf16, e_f32);
+    EXPECT_LE(e_bf16, kNmseLayer) << "T=" << T;
+    // The reference rounds the slot rows as the default does; unrounded ones
+    // sit ~2^-9 / sqrt(3) from it per slot row, an NMSE of ~1e-6.
+    EXPECT_LE(e_f32, kNmseLayer) << "T=" << T;
+    EXPECT_LT(e_bf16 * 100, e_f32) << "T=" << T;
+    EXPECT_NE(0, std::memcmp(bf16_slots.data(), f32_slots.data(), bf16_slots.size() * 4))
+        << "T=" << T << ": NVFP4MOE_LAYER_F32_SLOTS changed no bit";
+  }
+}
+
+// With one slot and router weights of 1 the output is the slot row itself:
+// every value a BF16 value, on the streamer's path (T = 2) and the plan
+// path's narrow and wide tiles (T = 40, 400).
+TEST_F(GpuMoeLayer, OneSlotOutputIsItsBf16SlotRow) {
+  for (const int64_t T : {2, 40, 400}) {
+    const LayerCase c{8, 256, 128, T, 1, false, Activation::kSwiGLU};
+    Prepared p;
+    prepare(c, &p);
+    if (HasFatalFailure()) return;
+    std::fill(p.rw.begin(), p.rw.end(), 1.0f);
+    p.dw = to_device(p.rw);
+    const std::vector<float> out = run(c, p, false, Schedule::kCompact);
+    int64_t nonzero = 0;
+    for (size_t i = 0; i < out.size(); ++i) {
+      uint32_t bits;
+      std::memcpy(&bits, &out[i], 4);
+      ASSERT_EQ(bits & 0xFFFFu, 0u) << "T=" << T << ": out[" << i << "] = " << out[i] << " is not a BF16 value";
+      nonzero += out[i] != 0.0f;
+    }
+    EXPECT_GT(nonzero, int64_t(out.size()) / 2) << "T=" << T;
+  }
+}
 
 TEST_F(GpuMoeLayer, SwiGLUSeparateGateUp) { check({8, 256, 128, 37, 2, false, Activation::kSwiGLU}); }
 TEST_F(GpuMoeLayer, SwiGLUOaiMerged) { check({16, 512, 192, 130, 4, true, Activation::kSwiGLUOai}); }
@@ -122,7 +197,7 @@ TEST_F(GpuMoeLayer, SwiGLUWideTiles) {
 }
 // Wide tiles with K split in two (forced: the policy, choose_k_splits in
 // launch.hpp, splits only narrow tiles): both GEMMs' partial sums reduced,
-// the down's with its router weight, under either schedule. The
+// the down's to its BF16 slot rows, under either schedule. The
 // second shape's down needs more workspace than its gate_up (H = 512 >
 // 2F = 384): the gate_up once kept the address of the buffer that the
 // down's params replaced (an illegal address on the H200).

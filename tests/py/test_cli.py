@@ -102,9 +102,13 @@ def bf16_tie_slack(h, rel=1e-5):
 
 
 def layer_reference(dense, x, ids, weights, slack=None):
-    """float64 MoE layer on BF16-rounded x and h (the library's numerics).
-    With `slack` (an array shaped like the output), adds to it the most each
-    output can move when an h at a BF16 rounding tie rounds the other way."""
+    """float64 MoE layer on BF16-rounded x, h and slot rows alpha * (down @ h),
+    each slot's row weighted by its router weight in the sum (the library's
+    numerics). With `slack` (an array shaped like the output), adds to it the
+    most each output can move when a rounding near a BF16 tie goes the other
+    way: an h, whose shift moves the slot row by up to alpha * (|down| @ h's
+    slack), or the slot row itself, whose FP32 sum differs from float64 by
+    up to ~1e-5 of its terms' magnitudes (bf16_tie_slack's rel)."""
     if "ffn_gate_up_exps" in dense:
         gu, gu_alpha = dense["ffn_gate_up_exps"]
         gate, up = gu[:, :F], gu[:, F:]
@@ -121,9 +125,11 @@ def layer_reference(dense, x, ids, weights, slack=None):
             u = u_alpha[e] * (up[e] @ xb[t])
             h64 = silu(g) * u
             h = bf16(h64)
-            out[t] += weights[t, j] * d_alpha[e] * (down[e] @ h)
+            y64 = d_alpha[e] * (down[e] @ h)
+            out[t] += weights[t, j] * bf16(y64)
             if slack is not None:
-                slack[t] += abs(weights[t, j] * d_alpha[e]) * (np.abs(down[e]) @ bf16_tie_slack(h64))
+                shift = abs(d_alpha[e]) * (np.abs(down[e]) @ (bf16_tie_slack(h64) + 1e-5 * np.abs(h)))
+                slack[t] += abs(weights[t, j]) * np.abs(bf16(y64 + shift) - bf16(y64 - shift))
     return out
 
 
