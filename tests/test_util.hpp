@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <vector>
@@ -36,6 +37,21 @@ inline uint64_t test_seed() {
   std::printf("[ seed     ] %s.%s NVFP4MOE_TEST_SEED=%llu\n", info ? info->test_suite_name() : "?",
               info ? info->name() : "?", static_cast<unsigned long long>(seed));
   return seed;
+}
+
+// The index of the first value that is not a BF16 value (low 16 bits set),
+// or -1 when every value is one.
+inline int64_t first_non_bf16(const std::vector<float>& v) {
+  for (size_t i = 0; i < v.size(); ++i) {
+    uint32_t bits;
+    std::memcpy(&bits, &v[i], 4);
+    if (bits & 0xFFFFu) return int64_t(i);
+  }
+  return -1;
+}
+
+inline int64_t count_nonzero(const std::vector<float>& v) {
+  return std::count_if(v.begin(), v.end(), [](float x) { return x != 0.0f; });
 }
 
 inline void poison(std::vector<float>& v) { std::fill(v.begin(), v.end(), std::numeric_limits<float>::quiet_NaN()); }

@@ -683,9 +683,12 @@ Status moe_layer(Context& ctx, const CudaMoeLayerArgs& a, Stream stream) {
   // bytes of F32 rows both ways (design.md, Numerics). NVFP4MOE_LAYER_F32_SLOTS=1
   // (experiments only) writes F32 rows with the router weight instead.
   const DType slot_dtype = a.unfused || layer_f32_slots_forced() ? DType::kF32 : DType::kBF16;
+  // The router weight goes where the rows are weighted: the down's writeback
+  // (F32 rows) or the combine (BF16 rows).
+  const float* down_route_w = slot_dtype == DType::kF32 ? a.route_weights : nullptr;
   const float* combine_route_w = slot_dtype == DType::kBF16 ? a.route_weights : nullptr;
   if (!a.unfused && use_weight_streamer(T, k, L.num_experts)) {
-    // Decode sizes: gate_up + SwiGLU and down + router weight as two weight
+    // Decode sizes: gate_up + SwiGLU and down to slot rows as two weight
     // streams over the pairs (per-pair rows, no sorted order), then the combine.
     // down overlaps gate_up: its CTAs check the ids and stream their weights
     // into shared memory while gate_up runs, and wait for h only.
@@ -712,7 +715,7 @@ Status moe_layer(Context& ctx, const CudaMoeLayerArgs& a, Stream stream) {
     down.y_dtype = slot_dtype;
     down.y_stride = H;
     down.y_map = RowMap::kPair;
-    down.route_w = combine_route_w ? nullptr : a.route_weights;
+    down.route_w = down_route_w;
     down.next_overlaps = true;
     NVFP4MOE_RETURN_IF_ERROR(launch_weight_streamer(
         down, m.num_sms, stream, down_overlaps ? LaunchOrder::kOverlapPrevious : LaunchOrder::kAfterPrevious));
@@ -752,7 +755,7 @@ Status moe_layer(Context& ctx, const CudaMoeLayerArgs& a, Stream stream) {
     gu.act = L.act;
     NVFP4MOE_RETURN_IF_ERROR(launch_grouped_gemm(gu, block_t, m.num_sms, stream));
     down.x_map = RowMap::kCompact;
-    down.route_w = combine_route_w ? nullptr : a.route_weights;
+    down.route_w = down_route_w;
     NVFP4MOE_RETURN_IF_ERROR(launch_grouped_gemm(down, block_t, m.num_sms, stream));
   } else {
     NVFP4MOE_RETURN_IF_ERROR(m.grow(&m.gu_f32, sizeof(float) * pairs * 2 * F, stream, "gu_f32"));

@@ -27,7 +27,6 @@
 
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <limits>
 #include <random>
 #include <string>
@@ -43,6 +42,8 @@ namespace {
 
 using testing::all_finite;
 using testing::bitwise_equal;
+using testing::count_nonzero;
+using testing::first_non_bf16;
 using testing::quantized_weights;
 using testing::random_ids;
 using testing::random_normal;
@@ -470,14 +471,9 @@ TEST(CpuMoeLayer, SlotRowsAreRoundedToBf16) {
   c.route_weights = false;
   LayerData d = make_layer(rng, c);
   ASSERT_TRUE(moe_layer_cpu(d.args(c)).ok());
-  int64_t nonzero = 0;
-  for (size_t i = 0; i < d.out.size(); ++i) {
-    uint32_t bits;
-    std::memcpy(&bits, &d.out[i], 4);
-    ASSERT_EQ(bits & 0xFFFFu, 0u) << "out[" << i << "] = " << d.out[i] << " is not a BF16 value";
-    nonzero += d.out[i] != 0.0f;
-  }
-  EXPECT_GT(nonzero, int64_t(d.out.size()) / 2);
+  const int64_t bad = first_non_bf16(d.out);
+  ASSERT_EQ(bad, -1) << "out[" << bad << "] = " << d.out[bad] << " is not a BF16 value";
+  EXPECT_GT(count_nonzero(d.out), int64_t(d.out.size()) / 2);
 }
 
 TEST(CpuMoeLayer, DeterministicAcrossRunsThreadsSchedulesAndKernels) {
