@@ -75,15 +75,32 @@ __device__ __forceinline__ void load_slot(const uint16_t* p, float (&v)[kVec]) {
 // additions, one or two in flight per thread (SASS). Batched, qwen3's decode
 // layer ran 1.02-1.05x in a graph and T = 2048 as before
 // (bench/results/2026-12-02-h200-ab-combine-loads-and-overlap.json).
+// The router weights are the caller's input, never an output of the
+// kernels before this one in the stream (the layer's first kernel starts
+// only after the caller's work), so a CTA loads its token's first batch of
+// them before the grid-dependency wait, off the path from the down's last
+// store to this kernel's first addition. NOTES: loaded beside each
+// addition, behind the additions' early break, they were eight dependent
+// loads on that path; without them qwen3's decode layer ran 1.007-1.014x
+// in a graph at T = 1-4 (H100,
+// bench/results/2026-12-07-h100-ab-combine-weights-before-wait.json).
 template <int kVec, typename Slot>
 __global__ void combine_slots_kernel(const Slot* y, const float* route_w, int64_t num_tokens, int32_t top_k,
                                      int64_t cols, const PlanStatus* status, float* out, bool overlaps_previous) {
   constexpr int kBatch = 8;
+  // Predicated, not behind the additions' early break, so that they issue together.
+  const auto load_weights = [&](int64_t t, int32_t j0, float (&w)[kBatch]) {
+#pragma unroll
+    for (int b = 0; b < kBatch; ++b) w[b] = route_w && j0 + b < top_k ? route_w[t * top_k + j0 + b] : 1.0f;
+  };
+  float w[kBatch];
+  const int64_t t_first = blockIdx.y;  // < num_tokens: the grid's y is min(T, 65535)
+  load_weights(t_first, 0, w);
   if (overlaps_previous) ptx::grid_dependency_wait();  // y and status are the previous kernel's
   if (status->code != kPlanOk) return;
   const int64_t c = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) * kVec;
   if (c >= cols) return;
-  for (int64_t t = blockIdx.y; t < num_tokens; t += gridDim.y) {
+  for (int64_t t = t_first; t < num_tokens; t += gridDim.y) {
     float sum[kVec] = {};
     const Slot* rows = y + t * top_k * cols + c;
     for (int32_t j0 = 0; j0 < top_k; j0 += kBatch) {
@@ -91,14 +108,14 @@ __global__ void combine_slots_kernel(const Slot* y, const float* route_w, int64_
 #pragma unroll
       for (int b = 0; b < kBatch; ++b)
         if (j0 + b < top_k) load_slot<kVec>(rows + (j0 + b) * cols, v[b]);
+      if (t != t_first || j0 != 0) load_weights(t, j0, w);
 #pragma unroll
       for (int b = 0; b < kBatch; ++b) {
         if (j0 + b >= top_k) break;
         // Product, then sum: each slot's contribution rounds once as it is
         // added, whichever way the compiler fuses them (fma(1, v, s) = s + v).
-        const float w = route_w ? route_w[t * top_k + j0 + b] : 1.0f;
 #pragma unroll
-        for (int i = 0; i < kVec; ++i) sum[i] = __fmaf_rn(w, v[b][i], sum[i]);
+        for (int i = 0; i < kVec; ++i) sum[i] = __fmaf_rn(w[b], v[b][i], sum[i]);
       }
     }
     if constexpr (kVec == 4)
