@@ -81,9 +81,9 @@ __device__ __forceinline__ void load_slot(const uint16_t* p, float (&v)[kVec]) {
 // them before the grid-dependency wait, off the path from the down's last
 // store to this kernel's first addition. NOTES: loaded beside each
 // addition, behind the additions' early break, they were eight dependent
-// loads on that path; without them qwen3's decode layer ran 1.007-1.014x
-// in a graph at T = 1-4 (H100,
-// bench/results/2026-12-07-h100-ab-combine-weights-before-wait.json).
+// loads on that path; loaded before the wait, qwen3's decode layer ran
+// 1.007-1.014x in a graph at T = 1-4, as fast as with no weights at all
+// (H100, bench/results/2026-12-07-h100-ab-combine-weights-before-wait.json).
 template <int kVec, typename Slot>
 __global__ void combine_slots_kernel(const Slot* y, const float* route_w, int64_t num_tokens, int32_t top_k,
                                      int64_t cols, const PlanStatus* status, float* out, bool overlaps_previous) {
