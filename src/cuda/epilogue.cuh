@@ -47,6 +47,9 @@ __device__ __forceinline__ float activation(const ActivationParams& a, float g, 
 
 __device__ __forceinline__ void store4(const GemmParams& p, int64_t row, int64_t col, float4 v) {
   if (p.y_dtype == DType::kF32) {
+    if (p.y_round_to_bf16)
+      v = {__bfloat162float(__float2bfloat16_rn(v.x)), __bfloat162float(__float2bfloat16_rn(v.y)),
+           __bfloat162float(__float2bfloat16_rn(v.z)), __bfloat162float(__float2bfloat16_rn(v.w))};
     *reinterpret_cast<float4*>(static_cast<float*>(p.y) + row * p.y_stride + col) = v;
   } else {
     __nv_bfloat162 lo = __floats2bfloat162_rn(v.x, v.y), hi = __floats2bfloat162_rn(v.z, v.w);
@@ -163,7 +166,7 @@ __device__ __forceinline__ int64_t gate_column(int64_t f) { return (f / 64) * 12
 // (epilogue timeline at d764559), independent of the stores themselves.
 // kMaxRows > 0 (the GEMM: its wgmma width, which no tile's rows exceed):
 // F32 rows without SwiGLU (the layer's down, F32 MUL_MAT_ID) go through
-// store_lane_rows above instead of the row loop.
+// store_lane_rows above instead of the row loop, unless y_round_to_bf16.
 template <int kChunks, int kNumThreads, int kMaxRows = 0>
 __device__ __forceinline__ void epilogue_store(const GemmParams& p, const WorkTile& w, const float* tile,
                                                int tile_stride, const EpilogueRows* rows, int thread) {
@@ -196,7 +199,7 @@ __device__ __forceinline__ void epilogue_store(const GemmParams& p, const WorkTi
   if (col >= (swiglu ? p.n / 2 : p.n)) return;
   const float* src = tile + (swiglu ? gate_column(c) : c);
   if constexpr (kMaxRows > 0) {
-    if (!swiglu && p.y_dtype == DType::kF32) {
+    if (!swiglu && p.y_dtype == DType::kF32 && !p.y_round_to_bf16) {
       constexpr int kRowsPerPass = kNumThreads / kGroups;
       store_lane_rows<(kMaxRows + kRowsPerPass - 1) / kRowsPerPass, kRowsPerPass, true>(
           p, w, src, tile_stride, rows, thread >> kLog2Groups, static_cast<float*>(p.y) + col);

@@ -88,6 +88,10 @@ struct GemmParams {
   // Output.
   void* y = nullptr;
   DType y_dtype = DType::kF32;
+  // F32 rows whose values are rounded to BF16 first: BF16 rows' bits in F32's
+  // layout (the layer's slot rows at decode sizes, moe_layer). store4 rounds;
+  // epilogue_store sends such rows through it, not the F32 lane stores.
+  bool y_round_to_bf16 = false;
   int64_t y_stride = 0;  // elements between output rows
   RowMap y_map = RowMap::kPair;
   const float* route_w = nullptr;  // [T*k] by pair index; nullptr = 1

@@ -679,8 +679,9 @@ Status moe_layer(Context& ctx, const CudaMoeLayerArgs& a, Stream stream) {
   NVFP4MOE_RETURN_IF_ERROR(m.grow(&m.h_bf16, sizeof(uint16_t) * pairs * F, stream, "h_bf16"));
   NVFP4MOE_RETURN_IF_ERROR(m.grow(&m.slot_rows, sizeof(float) * pairs * H, stream, "slot_rows"));
   // The fused layer's down writes each slot's row alpha * (W h) rounded to
-  // BF16, and the combine applies the router weight as it sums: half the
-  // bytes of F32 rows both ways (design.md, Numerics). NVFP4MOE_LAYER_F32_SLOTS=1
+  // BF16, and the combine applies the router weight as it sums: on the plan
+  // path stored as BF16, half the bytes of F32 rows both ways (design.md,
+  // Numerics; at decode sizes see below). NVFP4MOE_LAYER_F32_SLOTS=1
   // (experiments only) writes F32 rows with the router weight instead.
   const DType slot_dtype = a.unfused || layer_f32_slots_forced() ? DType::kF32 : DType::kBF16;
   // The router weight goes where the rows are weighted: the down's writeback
@@ -712,14 +713,20 @@ Status moe_layer(Context& ctx, const CudaMoeLayerArgs& a, Stream stream) {
     down.x_stride = F;
     down.x_map = RowMap::kPair;
     down.y = m.slot_rows.get();
-    down.y_dtype = slot_dtype;
+    // BF16 slot rows are stored here as F32 holding the same BF16 values: at
+    // these sizes their bytes stay in L2 either way, and the F32 form ran the
+    // qwen3 layer 1.014x at T = 1, 1.009x at T = 2 in a graph, gpt-oss 1.011x
+    // at T = 1, with the same bits
+    // (bench/results/2026-12-07-h100-ab-f32-storage-of-bf16-slot-rows.json).
+    down.y_dtype = DType::kF32;
+    down.y_round_to_bf16 = slot_dtype == DType::kBF16;
     down.y_stride = H;
     down.y_map = RowMap::kPair;
     down.route_w = down_route_w;
     down.next_overlaps = true;
     NVFP4MOE_RETURN_IF_ERROR(launch_weight_streamer(
         down, m.num_sms, stream, down_overlaps ? LaunchOrder::kOverlapPrevious : LaunchOrder::kAfterPrevious));
-    return launch_combine_slots(m.slot_rows.get(), slot_dtype, combine_route_w, T, k, H, m.plan().status, a.out,
+    return launch_combine_slots(m.slot_rows.get(), down.y_dtype, combine_route_w, T, k, H, m.plan().status, a.out,
                                 stream, LaunchOrder::kOverlapPrevious);
   }
   const PlanOptions tiles = choose_plan_options(T, k, L.num_experts);
