@@ -2,7 +2,8 @@
 # Experiment driver for one device call (2026-12-07, sixth session): is the
 # ~0.55 us that BF16 slot rows still lose at qwen3 T = 1-2 (after the
 # combine's weight preload) in the BF16 rows themselves? One build of
-# exp/f32store (EXP: main + NVFP4MOE_EXP_F32STORE), variants rotated:
+# exp/f32store (EXP: main e5bfe9b + NVFP4MOE_EXP_F32STORE; the branch is gone,
+# its change is 2026-12-07-f32store-experiment.patch), variants rotated:
 #   f32       NVFP4MOE_LAYER_F32_SLOTS=1 (F32 rows, router weight in the down)
 #   bf16      the default (BF16 rows, router weight in the combine)
 #   f32store  NVFP4MOE_EXP_F32STORE=1: the down stores the same BF16-rounded
