@@ -447,6 +447,18 @@ int32_t choose_stream_splits(int64_t num_tokens, int64_t k);
 // holds: without the overlap its layer ran 0.945x
 // (...-2026-12-01-h200-ab-stream-two-chunks-short-k.json).
 bool streamer_overlap_pays(int64_t n, int64_t k, int64_t num_tokens, int64_t top_k, int64_t num_experts, int num_sms);
+// Whether the decode layer stores its slot rows (pairs x cols values, each
+// rounded to BF16) as F32 rather than BF16: the same values, so the same
+// bits either way. NOTES: H100 (A/B of ece3bea against e5bfe9b,
+// bench/results/2026-12-07-h100-ab-ece3bea-decode-slot-rows-f32-storage.json,
+// in a graph): F32 storage ran qwen3's layer 1.012-1.015x at T = 1-2 and
+// gpt-oss's 1.006-1.010x with Zipf routing, a fixed ~0.2 us that only the
+// shortest layers feel; deepseek's T = 8-16 (0.46-0.92 M values) ran
+// 0.994-0.998x, where twice the bytes cost more than that. Up to 2^18 values
+// (1 MB as F32: qwen3, gpt-oss and mixtral to T = 16, deepseek to T = 4) every
+// case ran within 0.3% of BF16 storage or faster.
+inline constexpr int64_t kDecodeF32SlotValuesMax = int64_t(1) << 18;
+bool decode_slot_rows_in_f32(int64_t pairs, int64_t cols);
 // With kOverlapPrevious the streamer reads the ids and router weights,
 // checks them and streams its weights before it waits for the previous
 // kernel; it waits before it stages the activations and before any write

@@ -713,15 +713,11 @@ Status moe_layer(Context& ctx, const CudaMoeLayerArgs& a, Stream stream) {
     down.x_stride = F;
     down.x_map = RowMap::kPair;
     down.y = m.slot_rows.get();
-    // BF16 slot rows are stored here as F32 holding the same BF16 values: at
-    // these sizes their bytes stay in L2 either way, and the F32 form ran the
-    // qwen3 layer 1.014x at T = 1, 1.009x at T = 2 in a graph, gpt-oss 1.011x
-    // at T = 1, with the same bits
-    // (bench/results/2026-12-07-h100-ab-f32-storage-of-bf16-slot-rows.json);
-    // its landing A/B (...-ab-ece3bea-decode-slot-rows-f32-storage.json) has
-    // deepseek's larger rows at T = 8-16 0.994-0.998x (docs/perf.md).
-    down.y_dtype = DType::kF32;
-    down.y_round_to_bf16 = slot_dtype == DType::kBF16;
+    // Small BF16 slot rows are stored as F32 holding the same BF16 values
+    // (decode_slot_rows_in_f32, launch.hpp): the same bits, a little sooner.
+    const bool f32_storage = slot_dtype == DType::kF32 || decode_slot_rows_in_f32(pairs, H);
+    down.y_dtype = f32_storage ? DType::kF32 : DType::kBF16;
+    down.y_round_to_bf16 = f32_storage && slot_dtype == DType::kBF16;
     down.y_stride = H;
     down.y_map = RowMap::kPair;
     down.route_w = down_route_w;

@@ -223,6 +223,14 @@ TEST_F(GpuMoeLayer, DecodeSixteenTokens) {
   check({32, 512, 320, 12, 4, true, Activation::kSwiGLUOai, Schedule::kCompact, 0});
 }
 
+// Slot rows past decode_slot_rows_in_f32's line (T * k * H = 294912 values)
+// stay BF16 on the streamer's path; the cases above store them as F32.
+TEST_F(GpuMoeLayer, DecodeSlotRowsStoredAsBf16) {
+  ASSERT_TRUE(cuda::use_weight_streamer(16, 8, 48));
+  ASSERT_FALSE(cuda::decode_slot_rows_in_f32(16 * 8, 2304));
+  check({48, 2304, 128, 16, 8, false, Activation::kSwiGLU});
+}
+
 // Both decode streamers split K (gate_up over H = 1024 into 3, down over
 // F = 512 into 3; each split CTA stages its part of the rows, the last one
 // adds the splits), down overlapping gate_up with its own counters.

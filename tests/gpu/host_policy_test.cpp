@@ -395,6 +395,17 @@ TEST(CudaHostPolicy, StreamerChunksAndOverlap) {
   EXPECT_TRUE(cuda::streamer_overlap_pays(4096, 14336, 2, 2, 8, 132));
 }
 
+// The decode layer's slot rows: F32 storage up to 2^18 values (launch.hpp's
+// measured cases on each side of the line).
+TEST(CudaHostPolicy, DecodeSlotRowStorage) {
+  EXPECT_TRUE(cuda::decode_slot_rows_in_f32(1 * 8, 2048));    // qwen3 T = 1
+  EXPECT_TRUE(cuda::decode_slot_rows_in_f32(16 * 8, 2048));   // qwen3 T = 16: exactly on the line
+  EXPECT_TRUE(cuda::decode_slot_rows_in_f32(16 * 4, 2880));   // gpt-oss T = 16
+  EXPECT_TRUE(cuda::decode_slot_rows_in_f32(4 * 8, 7168));    // deepseek T = 4
+  EXPECT_FALSE(cuda::decode_slot_rows_in_f32(8 * 8, 7168));   // deepseek T = 8
+  EXPECT_FALSE(cuda::decode_slot_rows_in_f32(16 * 8, 2304));  // GpuMoeLayer.DecodeSlotRowsStoredAsBf16
+}
+
 // The compact grid's worked examples (launch.hpp), and the bound itself.
 TEST(CudaHostPolicy, CompactGridIsOneShotUpToFiveWavesOfWideTilesTwoOfOthers) {
   const int32_t wide = cuda::kBlockTWide;
