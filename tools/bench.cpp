@@ -44,7 +44,14 @@ uint64_t stream_seed(uint64_t seed, uint64_t purpose, uint64_t index) {
   return m.next();
 }
 
-enum Purpose : uint64_t { kRoutingStream = 1, kZipfRanks = 2, kWeightChunk = 3, kActivations = 4, kRouteWeights = 5 };
+enum Purpose : uint64_t {
+  kRoutingStream = 1,
+  kZipfRanks = 2,
+  kWeightChunk = 3,
+  kActivations = 4,
+  kRouteWeights = 5,
+  kBalancedOrder = 6
+};
 
 std::vector<int32_t> uniform_routing(int64_t num_tokens, int64_t top_k, int64_t num_experts, uint64_t seed) {
   std::vector<int32_t> ids(static_cast<size_t>(num_tokens * top_k));
@@ -60,6 +67,28 @@ std::vector<int32_t> uniform_routing(int64_t num_tokens, int64_t top_k, int64_t 
       ids[t * top_k + j] = pool[j];
     }
   }
+  return ids;
+}
+
+// Pair p = t * k + j of a token order goes to expert perm[p % E]: each
+// expert floor or ceil of T * k / E pairs, a token's k experts distinct
+// (k consecutive residues, k <= E). Which experts and which tokens meet is
+// drawn from the seed, so an expert's rows are scattered over X as under
+// the other routings.
+std::vector<int32_t> balanced_routing(int64_t num_tokens, int64_t top_k, int64_t num_experts, uint64_t seed) {
+  SplitMix64 rng{stream_seed(seed, kBalancedOrder, 0)};
+  const auto shuffled = [&rng](int64_t n) {
+    std::vector<int64_t> v(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) v[i] = i;
+    for (int64_t i = n - 1; i > 0; --i) std::swap(v[i], v[rng.below(static_cast<uint64_t>(i + 1))]);
+    return v;
+  };
+  const std::vector<int64_t> expert = shuffled(num_experts);
+  const std::vector<int64_t> token = shuffled(num_tokens);
+  std::vector<int32_t> ids(static_cast<size_t>(num_tokens * top_k));
+  for (int64_t i = 0; i < num_tokens; ++i)
+    for (int64_t j = 0; j < top_k; ++j)
+      ids[token[i] * top_k + j] = static_cast<int32_t>(expert[(i * top_k + j) % num_experts]);
   return ids;
 }
 
@@ -134,6 +163,7 @@ const char* op_name(Op op) {
 }
 
 std::string Routing::name() const {
+  if (balanced) return "balanced";
   if (!zipf) return "uniform";
   char buf[48];
   std::snprintf(buf, sizeof buf, "zipf%g", zipf_s);
@@ -166,6 +196,11 @@ Status parse_routing(const std::string& text, Routing* out) {
     *out = Routing{};
     return ok_status();
   }
+  if (text == "balanced") {
+    *out = Routing{};
+    out->balanced = true;
+    return ok_status();
+  }
   // "zipf:S" on the command line; "zipfS" (Routing::name) is accepted too.
   if (text.rfind("zipf", 0) == 0) {
     std::string exponent = text.substr(4);
@@ -175,11 +210,12 @@ Status parse_routing(const std::string& text, Routing* out) {
     if (exponent.empty() || end != exponent.c_str() + exponent.size() || !std::isfinite(s) || s <= 0 || s > 16) {
       return invalid_argument("--routing '", text, "': the zipf exponent must be a number in (0, 16], e.g. zipf:1.2");
     }
+    *out = Routing{};
     out->zipf = true;
     out->zipf_s = s;
     return ok_status();
   }
-  return invalid_argument("--routing '", text, "' is not 'uniform' or 'zipf:S' (e.g. zipf:1.2)");
+  return invalid_argument("--routing '", text, "' is not 'uniform', 'balanced' or 'zipf:S' (e.g. zipf:1.2)");
 }
 
 std::vector<int32_t> make_routing(const Routing& r, int64_t num_tokens, int64_t top_k, int64_t num_experts,
@@ -187,6 +223,7 @@ std::vector<int32_t> make_routing(const Routing& r, int64_t num_tokens, int64_t 
   // Callers check the shape; an impossible one (k > E would loop forever
   // looking for distinct experts) gives no ids rather than a hang.
   if (num_tokens < 0 || top_k < 1 || num_experts < 1 || top_k > num_experts || num_experts > INT32_MAX) return {};
+  if (r.balanced) return balanced_routing(num_tokens, top_k, num_experts, seed);
   if (r.zipf) return zipf_routing(r.zipf_s, num_tokens, top_k, num_experts, seed);
   return uniform_routing(num_tokens, top_k, num_experts, seed);
 }

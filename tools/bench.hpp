@@ -30,7 +30,10 @@ const char* op_name(Op op);
 struct Routing {
   bool zipf = false;
   double zipf_s = 0.0;  // popularity of expert rank r ~ 1 / r^s
-  std::string name() const;  // "uniform" or "zipf1.2"
+  // Every expert gets floor or ceil of T * k / E pairs: the job list's
+  // tiles without the remainders that uniform routing's spread leaves.
+  bool balanced = false;
+  std::string name() const;  // "uniform", "zipf1.2" or "balanced"
 };
 
 // Top-k distinct experts per token; deterministic for a seed.

@@ -353,7 +353,7 @@ Command add_bench_command(CLI::App& app) {
   sub->add_option("--op", o->ops, "gate_up (N=2*ffn, K=hidden, one x row per token), down (N=hidden, K=ffn, one "
                                   "row per token and slot), layer (gate, up, SwiGLU, down, weighted sum) (list)")
       ->delimiter(',');
-  sub->add_option("--routing", o->routings, "uniform | zipf:S (expert rank r chosen with p ~ 1/r^S) (list)")
+  sub->add_option("--routing", o->routings, "uniform | balanced (every expert T*k/E pairs, +-1) | zipf:S (expert rank r chosen with p ~ 1/r^S) (list)")
       ->delimiter(',')
       ->default_str("uniform");
   sub->add_option("--schedule", o->schedules, "compact (only real tiles) | rect (every expert x max tiles) (list)")

@@ -35,6 +35,14 @@ PRESETS = {
 
 
 def routing(kind, tokens, k, experts, rng):
+    if kind == "balanced":
+        # As nvfp4moe's bench: pair i * k + j of a shuffled token order goes to
+        # a shuffled expert (i * k + j) % E, so every expert gets T * k / E +- 1.
+        expert = rng.permutation(experts)
+        token = rng.permutation(tokens)
+        ids = np.empty((tokens, k), dtype=np.int32)
+        ids[token] = expert[(np.arange(tokens)[:, None] * k + np.arange(k)[None, :]) % experts]
+        return ids
     if kind == "uniform":
         p = np.full(experts, 1.0 / experts)
     else:
@@ -74,7 +82,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--preset", default="qwen3-30b-a3b", help="comma list or 'all'")
     ap.add_argument("--tokens", default="1,16,128,512,2048")
-    ap.add_argument("--routing", default="uniform", help="comma list of uniform | zipf:S")
+    ap.add_argument("--routing", default="uniform", help="comma list of uniform | balanced | zipf:S")
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--seed", type=int, default=20250101)
     ap.add_argument("--json", help="write the records here")

@@ -109,6 +109,32 @@ TEST(CliBench, ZipfRoutingIsDistinctDeterministicAndSkewed) {
   EXPECT_GT(steep_top8, top8);
 }
 
+TEST(CliBench, BalancedRoutingGivesEveryExpertItsShareToOnePair) {
+  const uint64_t seed = testing::test_seed();
+  Routing balanced;
+  ASSERT_TRUE(parse_routing("balanced", &balanced).ok());
+  EXPECT_EQ(balanced.name(), "balanced");
+  for (const Preset& p : presets()) {
+    for (const int64_t T : {int64_t(1), int64_t(7), int64_t(257), int64_t(2048)}) {
+      const auto ids = make_routing(balanced, T, p.top_k, p.num_experts, seed);
+      expect_valid_routing(ids, T, p.top_k, p.num_experts);
+      const std::vector<int64_t> counts = counts_of(ids, p.num_experts);
+      const int64_t lo = T * p.top_k / p.num_experts;
+      const int64_t hi = (T * p.top_k + p.num_experts - 1) / p.num_experts;
+      for (int64_t e = 0; e < p.num_experts; ++e) {
+        EXPECT_GE(counts[e], lo) << p.name << " T=" << T << " expert " << e;
+        EXPECT_LE(counts[e], hi) << p.name << " T=" << T << " expert " << e;
+      }
+      EXPECT_EQ(ids, make_routing(balanced, T, p.top_k, p.num_experts, seed)) << p.name;
+    }
+    // The seed draws which tokens meet which experts.
+    EXPECT_NE(make_routing(balanced, 257, p.top_k, p.num_experts, seed),
+              make_routing(balanced, 257, p.top_k, p.num_experts, seed + 1))
+        << p.name;
+  }
+  expect_valid_routing(make_routing(balanced, 9, 8, 8, seed), 9, 8, 8);
+}
+
 TEST(CliBench, ImpossibleRoutingGivesNoIds) {
   EXPECT_TRUE(make_routing(Routing{}, 4, 9, 8, 1).empty());
   EXPECT_TRUE(make_routing(Routing{}, 4, 0, 8, 1).empty());
@@ -120,7 +146,10 @@ TEST(CliBench, ParsersAcceptTheSpellingsAndNameBadValues) {
   ASSERT_TRUE(parse_routing("uniform", &r).ok());
   EXPECT_FALSE(r.zipf);
   EXPECT_EQ(r.name(), "uniform");
+  ASSERT_TRUE(parse_routing("balanced", &r).ok());
+  EXPECT_TRUE(r.balanced);
   ASSERT_TRUE(parse_routing("zipf:1.2", &r).ok());
+  EXPECT_FALSE(r.balanced);
   EXPECT_TRUE(r.zipf);
   EXPECT_DOUBLE_EQ(r.zipf_s, 1.2);
   EXPECT_EQ(r.name(), "zipf1.2");
