@@ -23,17 +23,19 @@ timeout 300 /tmp/new/tests/nvfp4moe_gpu_tests > "$out/gpu-tests.log" 2>&1
 echo "gpu tests rc=$?"; tail -n 3 "$out/gpu-tests.log"
 cases=(
   "--preset qwen3-30b-a3b --op gate_up,down --tokens 2048,2560 --routing uniform,balanced"
-  "--preset qwen3-30b-a3b --op gate_up,down,layer --tokens 2048 --routing zipf:1.2"
-  "--preset qwen3-30b-a3b --op layer --tokens 2048 --routing uniform,balanced"
   "--preset mixtral-8x7b --op gate_up,down --tokens 512,640 --routing uniform,balanced,zipf:1.2"
+  "--preset qwen3-30b-a3b --op gate_up,down,layer --tokens 2048 --routing zipf:1.2"
   "--preset gpt-oss-20b --op gate_up,down --tokens 1024 --routing uniform,balanced"
+  "--preset qwen3-30b-a3b --op layer --tokens 2048 --routing uniform,balanced"
 )
+# Case list by case list, the three variants of each together, so that a
+# call cut short still returns whole comparisons.
 for rep in 1 2; do
   order="policy w128 w160"
   [ $rep = 2 ] && order="w160 w128 policy"
-  for tag in $order; do
-    case $tag in policy) rows=;; w128) rows=128;; w160) rows=160;; esac
-    for c in "${cases[@]}"; do
+  for c in "${cases[@]}"; do
+    for tag in $order; do
+      case $tag in policy) rows=;; w128) rows=128;; w160) rows=160;; esac
       # shellcheck disable=SC2086
       env ${rows:+NVFP4MOE_BLOCK_ROWS=$rows} timeout 200 /tmp/new/nvfp4moe bench --device cuda $c 2>> "$out/stderr.txt" |
         awk -F'|' -v tag="$tag" -v sfx="" -f "$here/bench_rows.awk" >> "$out/ab.txt"
