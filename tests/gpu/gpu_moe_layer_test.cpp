@@ -144,9 +144,14 @@ TEST_F(GpuMoeLayer, SlotRowsInBf16AndInF32) {
     std::printf("[ nmse     ] layer T=%lld slot rows BF16: %.3g, F32: %.3g\n", (long long)T, e_bf16, e_f32);
     EXPECT_LE(e_bf16, kNmseLayer) << "T=" << T;
     // The reference rounds the slot rows as the default does; unrounded ones
-    // sit ~2^-9 / sqrt(3) from it per slot row, an NMSE of ~1e-6.
+    // sit ~2^-9 / sqrt(3) from it per slot row, an NMSE of ~1e-6. What the
+    // default keeps is rounding flips against the float64 reference (of h and
+    // of the slot rows, where an FP32 sum falls within its error of a BF16
+    // tie), heavy-tailed over seeds: 5e-10 to 2.9e-8 at T = 130 on an H100
+    // (seed 15063813459917986278: 2.91e-8 against 2.82e-6, so 100x failed),
+    // and h's flips add to both figures alike; 10x still tells them apart.
     EXPECT_LE(e_f32, kNmseLayer) << "T=" << T;
-    EXPECT_LT(e_bf16 * 100, e_f32) << "T=" << T;
+    EXPECT_LT(e_bf16 * 10, e_f32) << "T=" << T;
     EXPECT_NE(0, std::memcmp(bf16_slots.data(), f32_slots.data(), bf16_slots.size() * 4))
         << "T=" << T << ": NVFP4MOE_LAYER_F32_SLOTS changed no bit";
   }
