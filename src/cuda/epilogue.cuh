@@ -117,7 +117,7 @@ __device__ __forceinline__ float4 finish4(const GemmParams& p, float4 v, const f
 template <int kIters, int kRowsPerPass, bool kRouteW, typename Elem>
 __device__ __forceinline__ void store_lane_rows(const GemmParams& p, const WorkTile& w, const Elem* src,
                                                 int tile_stride, const EpilogueRows* rows, int first_row, Elem* y) {
-  static_assert(kIters <= 20, "a lane's rows are held in registers: 6 or 7 per row");
+  static_assert(kIters <= 16, "a lane's rows are held in registers: 6 or 7 per row");
   static_assert(offsetof(EpilogueRows, out_row) == 0 && offsetof(EpilogueRows, route_w) == 8,
                 "a row entry read as out_row, then route_w");
   const uint32_t src_window = static_cast<uint32_t>(__cvta_generic_to_shared(src));

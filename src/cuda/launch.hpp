@@ -61,8 +61,6 @@ cudaError_t launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, size
 inline constexpr int32_t kBlockTNarrow = 32;
 inline constexpr int32_t kBlockTMedium = 64;
 inline constexpr int32_t kBlockTWide = 128;
-// Experiments only (NVFP4MOE_BLOCK_ROWS=160): the wide kernel at 160 tokens.
-inline constexpr int32_t kBlockTBroad = 160;
 
 // The grouped GEMM, and with p.k_splits > 1 the split-K reduction after it.
 // NOTES: always in stream order. Overlapping the layer's down GEMM and the
@@ -94,7 +92,7 @@ Status launch_reduce_split_k(const GemmParams& p, int num_sms, cudaStream_t stre
 // 4096 in 256-row tiles) -> (8 + 8) x 16 = 256 CTAs; mixtral down T = 2048
 // -> (32 + 8) x 16 = 640 CTAs; qwen3 gate_up T = 2048 -> (128 + 128) x 6 =
 // 1536 items -> 132 persistent CTAs.
-inline constexpr int64_t one_shot_waves(int32_t block_t) { return block_t >= kBlockTWide ? 5 : 2; }
+inline constexpr int64_t one_shot_waves(int32_t block_t) { return block_t == kBlockTWide ? 5 : 2; }
 inline int64_t compact_items_bound(int64_t pairs, int64_t num_experts, int32_t block_t, int64_t n_tiles,
                                    int64_t k_splits) {
   return (pairs / block_t + std::min(num_experts, pairs)) * n_tiles * k_splits;
@@ -121,7 +119,7 @@ inline int64_t compact_grid_ctas(int64_t items_bound, int num_sms, int32_t block
 // medium grids start together on tiles alike, and the hand-off cost them
 // 1-5% (scheduler.cuh).
 inline bool takes_items_from_queue(int32_t block_t, ExpertClass expert_class) {
-  return block_t >= kBlockTWide || expert_class == ExpertClass::kLight;
+  return block_t == kBlockTWide || expert_class == ExpertClass::kLight;
 }
 
 // Host policy: whether the wide kernel runs its tiles at wgmma widths 64, 96

@@ -352,8 +352,7 @@ int32_t choose_block_rows(int64_t num_tokens, int64_t top_k, int64_t num_experts
   constexpr int64_t kNarrowMaxAvgRows = 24, kMediumMaxAvgRows = 32;
   if (const char* env = std::getenv("NVFP4MOE_BLOCK_ROWS")) {  // experiments only
     const int forced = std::atoi(env);
-    if (forced == kBlockTNarrow || forced == kBlockTMedium || forced == kBlockTWide || forced == kBlockTBroad)
-      return forced;
+    if (forced == kBlockTNarrow || forced == kBlockTMedium || forced == kBlockTWide) return forced;
   }
   const int64_t avg_rows = (num_tokens * top_k + num_experts - 1) / std::max<int64_t>(num_experts, 1);
   if (avg_rows <= kNarrowMaxAvgRows) return kBlockTNarrow;

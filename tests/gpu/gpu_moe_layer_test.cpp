@@ -195,14 +195,6 @@ TEST_F(GpuMoeLayer, SwiGLUWideTiles) {
     check({8, 512, 192, 700, 2, true, Activation::kSwiGLUOai});
   }
 }
-// The broad kernel (NVFP4MOE_BLOCK_ROWS=160, experiments: 160-row tiles at
-// one wgmma width) on both GEMMs of the layer, the SwiGLU rows epilogue
-// included, at ~75 and ~175 rows per expert (one tile and two per expert).
-TEST_F(GpuMoeLayer, SwiGLUBroadTiles) {
-  const ScopedEnv tile("NVFP4MOE_BLOCK_ROWS", "160");
-  check({16, 256, 320, 300, 2, false, Activation::kSwiGLU});
-  check({8, 512, 192, 700, 2, true, Activation::kSwiGLUOai});
-}
 // Wide tiles with K split in two (forced: the policy, choose_k_splits in
 // launch.hpp, splits only narrow tiles): both GEMMs' partial sums reduced,
 // the down's to its BF16 slot rows, under either schedule. The

@@ -9,7 +9,9 @@
 # kernel) and to 160 (the broad kernel, one wgmma width: every expert of
 # 129-160 rows one tile), alternating, in one process per case list; the
 # GPU tests run first. Prebuilt binaries are carried packed
-# (build-carry/new-nvfp4moe.xz, new-gpu-tests.xz).
+# (build-carry/new-nvfp4moe.xz, new-gpu-tests.xz). The broad kernel and its
+# tests were reverted after this ran (perf.md Next item 12): the w160 variant
+# needs b97ec9b's tree; on later trees NVFP4MOE_BLOCK_ROWS=160 is ignored.
 #   bench/results/ncu/2026-12-07-balanced-routing.sh OUTDIR
 set -u
 out=$1

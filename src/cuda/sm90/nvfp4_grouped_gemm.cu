@@ -42,8 +42,6 @@ GemmKernel kernel_for(const GemmParams& p, bool take_from_queue) {
     if (!take_from_queue) return nullptr;
     return wide_tile_width_96(p.sorted_rows, p.num_experts) ? kernel_for_path<kBlockT, true, true>(p)
                                                             : kernel_for_path<kBlockT, false, true>(p);
-  } else if constexpr (kBlockT == kBlockTBroad) {
-    return take_from_queue ? kernel_for_path<kBlockT, false, true>(p) : nullptr;
   } else if constexpr (kBlockT == kBlockTNarrow) {
     return take_from_queue ? kernel_for_path<kBlockT, false, true>(p) : kernel_for_path<kBlockT, false, false>(p);
   } else {
@@ -133,7 +131,6 @@ Status launch_grouped_gemm(const GemmParams& p, int32_t block_t, int num_sms, cu
     case 32: return launch_sm90<32>(p, num_sms, stream, LaunchOrder::kAfterPrevious);
     case 64: return launch_sm90<64>(p, num_sms, stream, LaunchOrder::kAfterPrevious);
     case 128: return launch_sm90<128>(p, num_sms, stream, LaunchOrder::kAfterPrevious);
-    case kBlockTBroad: return launch_sm90<kBlockTBroad>(p, num_sms, stream, LaunchOrder::kAfterPrevious);
     default: return make_status(StatusCode::kInternal, "no grouped GEMM instance for a token tile of ", block_t);
   }
 }

@@ -97,15 +97,6 @@ template <> struct TileConfig<128> {
   static constexpr int kConsumers = 2, kBlocks = 2, kStages = 3, kProducerRegs = 40, kConsumerRegs = 232;
   static constexpr int kChunks = kConsumers * kBlocks;
 };
-// Broad (experiments: NVFP4MOE_BLOCK_ROWS=160): the wide tile at 160 tokens,
-// so that an expert of 129-160 rows is one tile rather than a 128-row tile
-// and a remainder that dequantizes its weights again. Two stages: a third
-// and the 160-token epilogue tile exceed the shared memory. NOTES: one
-// width only; beside a 128-wide path ptxas serializes its wgmmas (C7512).
-template <> struct TileConfig<160> {
-  static constexpr int kConsumers = 2, kBlocks = 2, kStages = 2, kProducerRegs = 40, kConsumerRegs = 232;
-  static constexpr int kChunks = kConsumers * kBlocks;
-};
 
 // The wgmma width a tile runs at: the narrowest of its kernel's widths that
 // holds tile_rows (tile_rows_for, scheduler.cuh). The narrow kernel has 32,
@@ -116,9 +107,8 @@ template <> struct TileConfig<160> {
 // ptxas serialize its wgmmas (C7512), as a 16-wide one did.
 template <int kBlockT, bool kWidth96>
 __host__ __device__ constexpr int mma_width(int tile_rows) {
-  static_assert(!kWidth96 || kBlockT == 128, "the 96-wide path is the wide kernel's");
-  if constexpr (kBlockT == 160) return kBlockT;
-  else if constexpr (kWidth96) return tile_rows <= 64 ? 64 : tile_rows <= 96 ? 96 : kBlockT;
+  static_assert(!kWidth96 || kBlockT >= 128, "the 96-wide path is the wide kernel's");
+  if constexpr (kWidth96) return tile_rows <= 64 ? 64 : tile_rows <= 96 ? 96 : kBlockT;
   else return tile_rows <= kMinMmaWidth ? kMinMmaWidth : tile_rows <= 64 ? 64 : kBlockT;
 }
 
@@ -169,8 +159,7 @@ constexpr bool register_budget_fits() {
   return kProducerThreads * C::kProducerRegs + 128 * C::kConsumers * C::kConsumerRegs <=
          threads<kBlockT>() * launch_register_cap(threads<kBlockT>());
 }
-static_assert(register_budget_fits<32>() && register_budget_fits<64>() && register_budget_fits<128>() &&
-                  register_budget_fits<160>(),
+static_assert(register_budget_fits<32>() && register_budget_fits<64>() && register_budget_fits<128>(),
               "setmaxnreg requests exceed the CTA's launch register allocation: the kernel would hang");
 
 template <int kBlockT>
@@ -180,7 +169,7 @@ constexpr size_t smem_bytes() {
 // sm_90's opt-in dynamic shared memory limit per block.
 inline constexpr size_t kMaxSmemPerBlock = 227 * 1024;
 static_assert(smem_bytes<32>() <= kMaxSmemPerBlock && smem_bytes<64>() <= kMaxSmemPerBlock &&
-                  smem_bytes<128>() <= kMaxSmemPerBlock && smem_bytes<160>() <= kMaxSmemPerBlock,
+                  smem_bytes<128>() <= kMaxSmemPerBlock,
               "pipeline stages exceed the shared memory of an SM");
 
 // The activation gather: kThreadsPerRow threads per 128-byte row, each
@@ -194,11 +183,7 @@ static_assert(smem_bytes<32>() <= kMaxSmemPerBlock && smem_bytes<64>() <= kMaxSm
 // the producer waited for an empty one 7-24% of its own (tile timeline).
 template <int kBlockT>
 struct GatherShape {
-  // 160 rows: 4 threads per row, 5 rows each (2 would leave 2.5).
-  static constexpr int kThreadsPerRow =
-      kBlockT % kProducerThreads != 0 && kBlockT > kProducerThreads ? 4
-      : kBlockT >= kProducerThreads / 2                               ? 2
-                                                                      : kProducerThreads / kBlockT;
+  static constexpr int kThreadsPerRow = kBlockT >= kProducerThreads / 2 ? 2 : kProducerThreads / kBlockT;
   static constexpr int kRowsPerThread = kBlockT * kThreadsPerRow / kProducerThreads;
   static constexpr int kRowsPerPass = kProducerThreads / kThreadsPerRow;
   static constexpr int kPieces = 8 / kThreadsPerRow;
@@ -508,7 +493,7 @@ __device__ void consumer(const GemmParams& p, SharedStorage<kBlockT>& s, int wg,
     } else if (width == 96) {
       if constexpr (kWidth96) mma_tile<96, kPath>(p, s, w, wg, t, chunks_active, ps);
     } else if constexpr (kBlockT >= 128) {
-      mma_tile<kBlockT, kPath>(p, s, w, wg, t, chunks_active, ps);
+      mma_tile<128, kPath>(p, s, w, wg, t, chunks_active, ps);
     }
   }
 }
