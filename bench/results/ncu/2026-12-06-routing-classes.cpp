@@ -9,7 +9,7 @@
 // 128 + wgmma width per K block (the wide kernel's cost model, perf.md).
 //   c++ -O2 -std=c++20 -Iinclude -Itools bench/results/ncu/2026-12-06-routing-classes.cpp \
 //       build/tools/libnvfp4moe_tools.a build/libnvfp4moe.a -lpthread -o /tmp/routing-classes
-//   /tmp/routing-classes E K T ZIPF_S [LIGHT_MAX_ROWS=32] [WIDTH_96=1]   (ZIPF_S 0: uniform)
+//   /tmp/routing-classes E K T ZIPF_S [LIGHT_MAX_ROWS=32] [WIDTH_96=1]   (ZIPF_S 0: uniform, -1: balanced)
 #include <cstdio>
 #include <cstdlib>
 
@@ -39,6 +39,7 @@ int main(int argc, char** argv) {
   nvfp4moe::bench::Routing routing;
   routing.zipf = s > 0;
   routing.zipf_s = s;
+  routing.balanced = s < 0;
   for (uint64_t r = 0; r < 4; ++r) {
     const auto ids = nvfp4moe::bench::make_routing(routing, T, k, E, nvfp4moe::bench::kDefaultBenchSeed + r);
     nvfp4moe::PlanOptions opt;
