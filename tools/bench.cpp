@@ -70,6 +70,14 @@ std::vector<int32_t> uniform_routing(int64_t num_tokens, int64_t top_k, int64_t 
   return ids;
 }
 
+// 0 .. n-1 in the order of a Fisher-Yates shuffle drawn from rng.
+std::vector<int32_t> shuffled_indices(int64_t n, SplitMix64& rng) {
+  std::vector<int32_t> v(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) v[i] = static_cast<int32_t>(i);
+  for (int64_t i = n - 1; i > 0; --i) std::swap(v[i], v[rng.below(static_cast<uint64_t>(i + 1))]);
+  return v;
+}
+
 // Pair p = t * k + j of a token order goes to expert perm[p % E]: each
 // expert floor or ceil of T * k / E pairs, a token's k experts distinct
 // (k consecutive residues, k <= E). Which experts and which tokens meet is
@@ -77,29 +85,19 @@ std::vector<int32_t> uniform_routing(int64_t num_tokens, int64_t top_k, int64_t 
 // the other routings.
 std::vector<int32_t> balanced_routing(int64_t num_tokens, int64_t top_k, int64_t num_experts, uint64_t seed) {
   SplitMix64 rng{stream_seed(seed, kBalancedOrder, 0)};
-  const auto shuffled = [&rng](int64_t n) {
-    std::vector<int64_t> v(static_cast<size_t>(n));
-    for (int64_t i = 0; i < n; ++i) v[i] = i;
-    for (int64_t i = n - 1; i > 0; --i) std::swap(v[i], v[rng.below(static_cast<uint64_t>(i + 1))]);
-    return v;
-  };
-  const std::vector<int64_t> expert = shuffled(num_experts);
-  const std::vector<int64_t> token = shuffled(num_tokens);
+  const std::vector<int32_t> expert = shuffled_indices(num_experts, rng);
+  const std::vector<int32_t> token = shuffled_indices(num_tokens, rng);
   std::vector<int32_t> ids(static_cast<size_t>(num_tokens * top_k));
   for (int64_t i = 0; i < num_tokens; ++i)
-    for (int64_t j = 0; j < top_k; ++j)
-      ids[token[i] * top_k + j] = static_cast<int32_t>(expert[(i * top_k + j) % num_experts]);
+    for (int64_t j = 0; j < top_k; ++j) ids[int64_t(token[i]) * top_k + j] = expert[(i * top_k + j) % num_experts];
   return ids;
 }
 
 std::vector<int32_t> zipf_routing(double s, int64_t num_tokens, int64_t top_k, int64_t num_experts, uint64_t seed) {
   // Which expert has popularity rank r is itself random, so hot experts are
   // not simply the lowest ids (which would flatter memory locality).
-  std::vector<int32_t> expert_of_rank(static_cast<size_t>(num_experts));
-  for (int64_t e = 0; e < num_experts; ++e) expert_of_rank[e] = static_cast<int32_t>(e);
   SplitMix64 rank_rng{stream_seed(seed, kZipfRanks, 0)};
-  for (int64_t i = num_experts - 1; i > 0; --i)
-    std::swap(expert_of_rank[i], expert_of_rank[rank_rng.below(static_cast<uint64_t>(i + 1))]);
+  const std::vector<int32_t> expert_of_rank = shuffled_indices(num_experts, rank_rng);
 
   std::vector<double> weight(static_cast<size_t>(num_experts));
   double total = 0;

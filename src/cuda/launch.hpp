@@ -458,7 +458,7 @@ bool streamer_overlap_pays(int64_t n, int64_t k, int64_t num_tokens, int64_t top
 // (1 MB as F32: qwen3, gpt-oss and mixtral to T = 16, deepseek to T = 4) every
 // case ran within 0.3% of BF16 storage or faster.
 inline constexpr int64_t kDecodeF32SlotValuesMax = int64_t(1) << 18;
-bool decode_slot_rows_in_f32(int64_t pairs, int64_t cols);
+inline bool decode_slot_rows_in_f32(int64_t pairs, int64_t cols) { return pairs * cols <= kDecodeF32SlotValuesMax; }
 // With kOverlapPrevious the streamer reads the ids and router weights,
 // checks them and streams its weights before it waits for the previous
 // kernel; it waits before it stages the activations and before any write

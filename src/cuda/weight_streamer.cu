@@ -683,8 +683,6 @@ bool streamer_overlap_pays(int64_t n, int64_t k, int64_t num_tokens, int64_t top
   return slab <= size_t(shape.stages) * kStreamStageWeightBytes;
 }
 
-bool decode_slot_rows_in_f32(int64_t pairs, int64_t cols) { return pairs * cols <= kDecodeF32SlotValuesMax; }
-
 Status launch_weight_streamer(const GemmParams& p, int num_sms, cudaStream_t stream, LaunchOrder order) {
   const int64_t pairs = int64_t(p.num_tokens) * p.top_k;
   if (p.num_tokens < 1 || p.num_tokens > kStreamKernelMaxTokens || pairs > kThreads)
