@@ -5,7 +5,7 @@ lists are long and regular, so they are generated rather than typed."""
 import pathlib
 import sys
 
-WIDTHS = [16, 32, 64, 96, 128, 256]
+WIDTHS = [16, 32, 64, 96, 128, 160, 256]
 
 
 def wrapper(n: int) -> str:

@@ -150,7 +150,9 @@ int32_t choose_block_rows(int64_t num_tokens, int64_t top_k, int64_t num_experts
 // token tile for every expert (choose_block_rows, light_max_rows = 0), or,
 // for large batches over many experts, light experts of at most 32 rows
 // run with narrow tiles and the others with wide ones (block_rows = 128,
-// light_max_rows = 32).
+// light_max_rows = 32); and where experts average at least 96 rows, broad
+// experts (takes_broad_tiles, plan.hpp) run with 160-row tiles
+// (broad_rows = 160).
 PlanOptions choose_plan_options(int64_t num_tokens, int64_t top_k, int64_t num_experts);
 
 }  // namespace nvfp4moe::cuda

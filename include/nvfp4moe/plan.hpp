@@ -14,10 +14,13 @@
 //               are cut into tiles starting at offsets[e] + i * block_rows, all
 //               full except possibly the last. With light_max_rows > 0
 //               (PlanOptions), the jobs of light experts (1 .. light_max_rows
-//               rows, one job each) follow all the others, again by expert:
-//               jobs [0, light_jobs_begin) cut the other experts' rows,
+//               rows, one job each) follow all the others, again by expert;
+//               with broad_rows > 0, the broad experts' (takes_broad_tiles)
+//               come between, cut into broad_rows-row tiles. So jobs
+//               [0, broad_jobs_begin) cut the regular experts' rows,
+//               [broad_jobs_begin, light_jobs_begin) the broad ones' and
 //               [light_jobs_begin, end) are the light experts' (the GPU runs
-//               the two ranges with different token tiles).
+//               each range with its own token tile).
 //   max_count   max over e of counts[e] (0 when T = 0)
 // T = 0 is valid and gives an empty plan (counts and offsets all zero, no
 // sorted rows, no jobs). T * k must fit in int32 (rows are int32 everywhere).
@@ -53,14 +56,47 @@ inline constexpr int32_t kTileRowsStep = 32;
 // 128, 160, ... (powers of two up to kPow2TileRowsMax, then multiples of
 // kTileRowsStep) that is >= num_rows, capped at block_rows.
 // E.g. block_rows = 128: 1 row -> 16, 17 -> 32, 65 -> 96, 100 -> 128;
-// block_rows = 80: 70 -> 80; block_rows = 8: 1 -> 8.
-int32_t job_tile_rows(int32_t num_rows, int32_t block_rows);
+// block_rows = 80: 70 -> 80; block_rows = 8: 1 -> 8. constexpr: the CUDA
+// plan kernel and tile scheduler call the same function.
+constexpr int32_t job_tile_rows(int32_t num_rows, int32_t block_rows) {
+  int64_t tile = kMinTileRows;  // 64-bit: rounding up near INT32_MAX must not overflow
+  while (tile < num_rows && tile < kPow2TileRowsMax) tile *= 2;
+  if (tile < num_rows) tile = (int64_t(num_rows) + kTileRowsStep - 1) / kTileRowsStep * kTileRowsStep;
+  return int32_t(tile < block_rows ? tile : block_rows);
+}
+
+// The tile cost model the broad class is chosen by: every tile streams and
+// dequantizes its expert's weights over the whole K whatever its rows
+// (kTileFixedUnits per K block, in units of one token column of the
+// matmul) and multiplies them by tile_rows columns. On an H100 a 160-wide
+// K block cost 1.086x a 128-wide one, where the model says 1.125x
+// (docs/perf.md, Next item 12).
+inline constexpr int64_t kTileFixedUnits = 128;
+
+// Whether an expert of `rows` rows costs less cut into broad_rows-row tiles
+// (one width, broad_rows) than into block_rows-row tiles and a remainder.
+// E.g. block_rows = 128, broad_rows = 160: 129-160 rows (one tile of 288
+// units against 256 + 128 + 16..32), 257-320, 385-480, 513-640; not 161-256
+// (a 128-row tile and a remainder of 33-128) nor 512 (four full tiles,
+// 1024 units against 1152).
+constexpr bool takes_broad_tiles(int32_t rows, int32_t block_rows, int32_t broad_rows) {
+  if (broad_rows <= block_rows || rows <= block_rows) return false;
+  const int64_t broad = (int64_t(rows) + broad_rows - 1) / broad_rows * (kTileFixedUnits + broad_rows);
+  const int32_t rest = rows % block_rows;
+  const int64_t regular = int64_t(rows / block_rows) * (kTileFixedUnits + block_rows) +
+                          (rest > 0 ? kTileFixedUnits + job_tile_rows(rest, block_rows) : 0);
+  return broad < regular;
+}
 
 struct PlanOptions {
   int32_t block_rows = 128;  // maximum rows of one job (the mainloop's token tile)
   // Experts with 1 .. light_max_rows rows are light: their jobs come last.
   // 0: no light experts (one range). At most block_rows.
   int32_t light_max_rows = 0;
+  // Experts with takes_broad_tiles(rows, block_rows, broad_rows) are broad:
+  // their jobs, of up to broad_rows rows, follow the regular experts'. 0: no
+  // broad experts. Else more than block_rows.
+  int32_t broad_rows = 0;
 };
 
 struct RoutingPlan {
@@ -69,11 +105,13 @@ struct RoutingPlan {
   int32_t num_experts = 0;  // E
   int32_t block_rows = 0;
   int32_t light_max_rows = 0;
+  int32_t broad_rows = 0;
   std::vector<int32_t> counts;      // [E]
   std::vector<int32_t> offsets;     // [E + 1]
   std::vector<int32_t> sorted_src;  // [T*k]
   std::vector<int32_t> inverse;     // [T*k]
   std::vector<ExpertJob> jobs;      // compact worklist
+  int32_t broad_jobs_begin = 0;     // first broad expert's job; light_jobs_begin when none
   int32_t light_jobs_begin = 0;     // first light expert's job; jobs.size() when none
   int32_t max_count = 0;            // largest counts[e]
 };
@@ -87,7 +125,8 @@ struct RoutingPlan {
 // "ids[t][i] and ids[t][j] are both expert e". ids may be null when T = 0.
 Status validate_ids(const int32_t* ids, int64_t num_tokens, int64_t top_k, int64_t num_experts);
 
-// block_rows > 0 and 0 <= light_max_rows <= block_rows (kInvalidArgument).
+// block_rows > 0, 0 <= light_max_rows <= block_rows, and broad_rows = 0 or
+// broad_rows > block_rows (kInvalidArgument).
 Status validate_plan_options(const PlanOptions& opt);
 
 // Validates ids (as above) and the options (validate_plan_options), then

@@ -31,22 +31,33 @@ enum class EpilogueKind : int32_t {
   kSwiGLU = 1,  // tile rows = (gate block, up block): y = act(alpha * g, alpha_up * u)
 };
 
-// Which experts a GEMM launch computes (GemmParams::light_max_rows).
+// Which experts a GEMM launch computes (GemmParams::light_max_rows,
+// broad_rows; the plan's classes, plan.hpp).
 enum class ExpertClass : int32_t {
   kAll = 0,
-  kRegular = 1,  // experts of more than light_max_rows rows: compact jobs [0, *light_jobs_begin)
+  kRegular = 1,  // the others: compact jobs [0, *broad_jobs_begin)
   kLight = 2,    // experts of 1 .. light_max_rows rows: jobs [*light_jobs_begin, *num_jobs)
+  kBroad = 3,    // takes_broad_tiles(rows, block_rows, broad_rows): jobs [*broad_jobs_begin, *light_jobs_begin)
 };
 
+// The class of an expert of `rows` rows under a plan with classes: the
+// plan's own test (build_routing_plan, build_plan_kernel), for the rect
+// schedule, which walks experts rather than jobs.
+NVFP4MOE_HOST_DEVICE inline ExpertClass expert_class_of(int32_t rows, int32_t light_max_rows, int32_t block_rows,
+                                                        int32_t broad_rows) {
+  if (rows > 0 && rows <= light_max_rows) return ExpertClass::kLight;
+  return takes_broad_tiles(rows, block_rows, broad_rows) ? ExpertClass::kBroad : ExpertClass::kRegular;
+}
+
 // The compact schedule's work counter, kTileQueues per Context: one for a
-// GEMM launch, one for the light experts' launch that overlaps it. Zero
-// between launches: the kernel that uses it rewinds it as its last CTA
-// finishes.
+// GEMM launch, and one for each launch of another class of experts that
+// overlaps it. Zero between launches: the kernel that uses it rewinds it as
+// its last CTA finishes.
 struct TileQueue {
   int32_t next;   // the next item to hand out
   uint32_t done;  // CTAs that have taken their last item
 };
-inline constexpr int kTileQueues = 2;
+inline constexpr int kTileQueues = 3;
 
 struct GemmParams {
   // Weights in the sm90 packed layout, [E][n / 64][k / 64] chunks.
@@ -76,13 +87,19 @@ struct GemmParams {
   // launch.hpp) and the CTAs take items by index, not from the queue.
   bool one_cta_per_item = false;
   int32_t rect_tiles_per_expert = 0;  // ceil(T / block_t): the worst case, known on the host
-  // Light experts (choose_plan_options): with light_max_rows > 0 the plan
-  // lists their jobs last, from *light_jobs_begin, and launch_grouped_gemm
-  // runs the other experts with wide tiles, then the light ones with narrow
-  // tiles in a second launch that fills the first one's tail. It sets
+  // Classes of experts (choose_plan_options): with light_max_rows > 0 the
+  // plan lists the light experts' jobs last, from *light_jobs_begin, and
+  // with broad_rows > 0 the broad experts' before them, from
+  // *broad_jobs_begin; launch_grouped_gemm runs the regular experts with
+  // wide tiles, then the broad ones with broad tiles and the light ones with
+  // narrow tiles, each launch filling the previous one's tail. It sets
   // expert_class for each launch; both schedules take the same class.
+  // block_rows: the plan's (the regular experts' tile).
+  int32_t block_rows = 0;
   int32_t light_max_rows = 0;
+  int32_t broad_rows = 0;
   const int32_t* light_jobs_begin = nullptr;
+  const int32_t* broad_jobs_begin = nullptr;
   ExpertClass expert_class = ExpertClass::kAll;
 
   // Output.

@@ -61,6 +61,9 @@ cudaError_t launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, size
 inline constexpr int32_t kBlockTNarrow = 32;
 inline constexpr int32_t kBlockTMedium = 64;
 inline constexpr int32_t kBlockTWide = 128;
+// The broad experts' tile (PlanOptions::broad_rows): the wide kernel at 160
+// tokens, one wgmma width.
+inline constexpr int32_t kBlockTBroad = 160;
 
 // The grouped GEMM, and with p.k_splits > 1 the split-K reduction after it.
 // NOTES: always in stream order. Overlapping the layer's down GEMM and the
@@ -92,18 +95,20 @@ Status launch_reduce_split_k(const GemmParams& p, int num_sms, cudaStream_t stre
 // 4096 in 256-row tiles) -> (8 + 8) x 16 = 256 CTAs; mixtral down T = 2048
 // -> (32 + 8) x 16 = 640 CTAs; qwen3 gate_up T = 2048 -> (128 + 128) x 6 =
 // 1536 items -> 132 persistent CTAs.
-inline constexpr int64_t one_shot_waves(int32_t block_t) { return block_t == kBlockTWide ? 5 : 2; }
+inline constexpr int64_t one_shot_waves(int32_t block_t) { return block_t >= kBlockTWide ? 5 : 2; }
 inline int64_t compact_items_bound(int64_t pairs, int64_t num_experts, int32_t block_t, int64_t n_tiles,
                                    int64_t k_splits) {
   return (pairs / block_t + std::min(num_experts, pairs)) * n_tiles * k_splits;
 }
 // The jobs bound of one class of experts (GemmParams::expert_class): a
-// light expert has one job; a regular one more than light_max_rows rows.
+// light expert has one job; a regular one more than light_max_rows rows, a
+// broad one more than the plan's block_rows.
 inline int64_t compact_class_jobs_bound(int64_t pairs, int64_t num_experts, int32_t block_t, ExpertClass c,
-                                        int32_t light_max_rows) {
+                                        int32_t light_max_rows, int32_t plan_block_rows) {
   switch (c) {
     case ExpertClass::kLight: return std::min(num_experts, pairs);
     case ExpertClass::kRegular: return pairs / block_t + std::min(num_experts, pairs / (int64_t(light_max_rows) + 1));
+    case ExpertClass::kBroad: return pairs / block_t + std::min(num_experts, pairs / (int64_t(plan_block_rows) + 1));
     default: return compact_items_bound(pairs, num_experts, block_t, 1, 1);
   }
 }
@@ -119,7 +124,7 @@ inline int64_t compact_grid_ctas(int64_t items_bound, int num_sms, int32_t block
 // medium grids start together on tiles alike, and the hand-off cost them
 // 1-5% (scheduler.cuh).
 inline bool takes_items_from_queue(int32_t block_t, ExpertClass expert_class) {
-  return block_t == kBlockTWide || expert_class == ExpertClass::kLight;
+  return block_t >= kBlockTWide || expert_class == ExpertClass::kLight;
 }
 
 // Host policy: whether the wide kernel runs its tiles at wgmma widths 64, 96
@@ -467,8 +472,8 @@ inline bool decode_slot_rows_in_f32(int64_t pairs, int64_t cols) { return pairs 
 Status launch_weight_streamer(const GemmParams& p, int num_sms, cudaStream_t stream, LaunchOrder order);
 
 Status launch_build_plan(const int32_t* ids, int64_t num_tokens, int64_t top_k, int64_t num_experts,
-                         int32_t block_rows, int32_t light_max_rows, const DevicePlan& plan, cudaStream_t stream,
-                         bool next_overlaps = false);
+                         int32_t block_rows, int32_t light_max_rows, int32_t broad_rows, const DevicePlan& plan,
+                         cudaStream_t stream, bool next_overlaps = false);
 
 // x (F32) -> BF16, n elements.
 // next_overlaps: the next kernel is launched to overlap this one

@@ -184,12 +184,12 @@ struct Context::Impl {
   // num_sms CTAs (plan_grid_ctas).
   DeviceBuffer grid_sync, cta_counts;
   // The compact schedule's kTileQueues TileQueues (a GEMM launch's and the
-  // light experts' launch beside it), zeroed once; every GEMM leaves them at
+  // other classes' launches beside it), zeroed once; every GEMM leaves them at
   // zero. One GEMM at a time per Context (like the plan buffers).
   DeviceBuffer tile_queue;
   int64_t plan_tokens = 0, plan_top_k = 0, plan_experts = 0;
   int64_t status_experts = 0;  // E of the last call that wrote the status word (plan or streamer)
-  int32_t plan_block_rows = 0, plan_light_max_rows = 0;
+  int32_t plan_block_rows = 0, plan_light_max_rows = 0, plan_broad_rows = 0;
   DeviceBuffer x_bf16, h_bf16, gu_f32, partial_f32;
   // The layer's per-(token, slot) down rows before the combine: BF16 in the
   // fused layer, F32 in the unfused baseline (sized for F32).
@@ -214,6 +214,7 @@ struct Context::Impl {
     d.max_count = s + 1;
     d.status = reinterpret_cast<PlanStatus*>(s + 2);
     d.light_jobs_begin = s + 6;
+    d.broad_jobs_begin = s + 7;
     d.barrier = grid_sync.as<GridBarrier>();
     d.cta_first_bad = reinterpret_cast<int32_t*>(d.barrier + 1);
     d.cta_counts = cta_counts.as<int32_t>();
@@ -255,7 +256,7 @@ struct Context::Impl {
     NVFP4MOE_RETURN_IF_ERROR(grow(&sorted_src, sizeof(int32_t) * pairs, stream, "plan.sorted_src"));
     NVFP4MOE_RETURN_IF_ERROR(grow(&inverse, sizeof(int32_t) * pairs, stream, "plan.inverse"));
     NVFP4MOE_RETURN_IF_ERROR(grow(&jobs, jobs_bytes, stream, "plan.jobs"));
-    // num_jobs, max_count, the PlanStatus, light_jobs_begin (DevicePlan).
+    // num_jobs, max_count, the PlanStatus, light_jobs_begin, broad_jobs_begin (DevicePlan).
     static_assert(sizeof(PlanStatus) == 4 * sizeof(int32_t), "plan scalars layout");
     NVFP4MOE_RETURN_IF_ERROR(grow(&scalars, sizeof(int32_t) * 8, stream, "plan.scalars"));
     NVFP4MOE_RETURN_IF_ERROR(
@@ -352,7 +353,8 @@ int32_t choose_block_rows(int64_t num_tokens, int64_t top_k, int64_t num_experts
   constexpr int64_t kNarrowMaxAvgRows = 24, kMediumMaxAvgRows = 32;
   if (const char* env = std::getenv("NVFP4MOE_BLOCK_ROWS")) {  // experiments only
     const int forced = std::atoi(env);
-    if (forced == kBlockTNarrow || forced == kBlockTMedium || forced == kBlockTWide) return forced;
+    if (forced == kBlockTNarrow || forced == kBlockTMedium || forced == kBlockTWide || forced == kBlockTBroad)
+      return forced;
   }
   const int64_t avg_rows = (num_tokens * top_k + num_experts - 1) / std::max<int64_t>(num_experts, 1);
   if (avg_rows <= kNarrowMaxAvgRows) return kBlockTNarrow;
@@ -394,6 +396,24 @@ PlanOptions choose_plan_options(int64_t num_tokens, int64_t top_k, int64_t num_e
                                   pairs <= kLightMaxAvgRows * num_experts;
   o.light_max_rows = light ? kBlockTNarrow : 0;
   o.block_rows = light ? kBlockTWide : choose_block_rows(num_tokens, top_k, num_experts);
+  // Broad experts, where experts average at least kBroadMinAvgRows rows:
+  // with uniform routing about half of them then have 129-160 rows (or
+  // 257-320, ...), whose 128-row tiles leave a remainder that streams and
+  // dequantizes the expert's weights a second time; one 160-row tile
+  // dequantizes them once. Which experts are broad is the device's choice,
+  // from their rows (takes_broad_tiles, plan.hpp).
+  // NOTES: H100, every expert forced to 160-row tiles against the policy
+  // (bench/results/2026-12-07-h100-7204a7f-broad-tiles-deep.json), uniform
+  // routing at 128 rows per expert: qwen3 T = 2048 gate_up 1.155x, down
+  // 1.089x, layer 1.141x; mixtral T = 512 down 1.488x, gate_up 1.143x;
+  // gpt-oss T = 1024 1.12-1.22x; where every expert has 128 rows (balanced
+  // routing) 0.97-0.99x, and with Zipf(1.2) 0.86-0.91x (every expert forced,
+  // which the class does not do).
+  constexpr int64_t kBroadMinAvgRows = 96;
+  const char* forced_broad = std::getenv("NVFP4MOE_BROAD_EXPERTS");  // experiments and tests: 0 or 1
+  const bool broad = forced_broad ? forced_broad[0] == '1'
+                                  : !std::getenv("NVFP4MOE_BLOCK_ROWS") && pairs >= kBroadMinAvgRows * num_experts;
+  o.broad_rows = broad && o.block_rows == kBlockTWide ? kBlockTBroad : 0;
   return o;
 }
 
@@ -414,6 +434,7 @@ Status launch_plan(Context& ctx, const int32_t* ids, int64_t num_tokens, int64_t
   NVFP4MOE_RETURN_IF_ERROR(check_shape_limits(num_tokens, top_k, num_experts));
   NVFP4MOE_RETURN_IF_ERROR(validate_plan_options(options));
   const int32_t block_rows = options.block_rows, light_max_rows = options.light_max_rows;
+  const int32_t broad_rows = options.broad_rows;
   if (num_tokens > 0 && ids == nullptr) return invalid_argument("ids is null with num_tokens = ", num_tokens);
   Context::Impl& m = *ctx.impl();
   NVFP4MOE_RETURN_IF_ERROR(m.grow_plan(num_tokens * top_k, num_experts, stream, block_rows));
@@ -423,7 +444,8 @@ Status launch_plan(Context& ctx, const int32_t* ids, int64_t num_tokens, int64_t
   m.status_experts = num_experts;
   m.plan_block_rows = block_rows;
   m.plan_light_max_rows = light_max_rows;
-  return launch_build_plan(ids, num_tokens, top_k, num_experts, block_rows, light_max_rows, m.plan(), stream,
+  m.plan_broad_rows = broad_rows;
+  return launch_build_plan(ids, num_tokens, top_k, num_experts, block_rows, light_max_rows, broad_rows, m.plan(), stream,
                            next_overlaps);
 }
 
@@ -453,6 +475,7 @@ Status download_plan(Context& ctx, Stream stream, RoutingPlan* out) {
   p.num_experts = int32_t(E);
   p.block_rows = m.plan_block_rows;
   p.light_max_rows = m.plan_light_max_rows;
+  p.broad_rows = m.plan_broad_rows;
   p.counts.resize(E);
   p.offsets.resize(E + 1);
   p.sorted_src.resize(pairs);
@@ -461,6 +484,7 @@ Status download_plan(Context& ctx, Stream stream, RoutingPlan* out) {
   NVFP4MOE_CUDA_TRY(cudaMemcpy(&num_jobs, d.num_jobs, sizeof(int32_t), cudaMemcpyDeviceToHost));
   NVFP4MOE_CUDA_TRY(cudaMemcpy(&p.max_count, d.max_count, sizeof(int32_t), cudaMemcpyDeviceToHost));
   NVFP4MOE_CUDA_TRY(cudaMemcpy(&p.light_jobs_begin, d.light_jobs_begin, sizeof(int32_t), cudaMemcpyDeviceToHost));
+  NVFP4MOE_CUDA_TRY(cudaMemcpy(&p.broad_jobs_begin, d.broad_jobs_begin, sizeof(int32_t), cudaMemcpyDeviceToHost));
   p.jobs.resize(num_jobs);
   NVFP4MOE_CUDA_TRY(cudaMemcpy(p.counts.data(), d.counts, sizeof(int32_t) * E, cudaMemcpyDeviceToHost));
   NVFP4MOE_CUDA_TRY(cudaMemcpy(p.offsets.data(), d.offsets, sizeof(int32_t) * (E + 1), cudaMemcpyDeviceToHost));
@@ -560,12 +584,15 @@ Status gemm_params(Context::Impl& m, const DeviceExpertWeights& w, Schedule sche
   p.schedule = schedule;
   p.queue = m.tile_queue.as<TileQueue>();
   p.rect_tiles_per_expert = int32_t((m.plan_tokens + block_t - 1) / block_t);
+  p.block_rows = m.plan_block_rows;
   p.light_max_rows = m.plan_light_max_rows;
+  p.broad_rows = m.plan_broad_rows;
   p.light_jobs_begin = d.light_jobs_begin;
+  p.broad_jobs_begin = d.broad_jobs_begin;
   p.sorted_rows = m.plan_tokens * m.plan_top_k;
-  // Light experts' two launches sum each job's K in one piece (their tiles
-  // agree bit for bit), so only a plan without them splits K.
-  p.k_splits = m.plan_light_max_rows > 0
+  // The classes' launches sum each job's K in one piece (their tiles agree
+  // bit for bit), so only a plan without classes splits K.
+  p.k_splits = m.plan_light_max_rows > 0 || m.plan_broad_rows > 0
                    ? 1
                    : choose_k_splits(m.plan_tokens, m.plan_top_k, w.num_experts, w.rows, w.cols, block_t, m.num_sms);
   if (p.k_splits > 1) {

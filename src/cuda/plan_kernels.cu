@@ -32,7 +32,10 @@
 //      threads, which step 5 leaves idle where it can (a binary search over
 //      the job offsets finds a job's expert). Light experts (light_max_rows,
 //      plan.hpp) are counted by one ballot per warp beside that scan; their
-//      jobs go last, in expert order, through a shared list of them.
+//      jobs go last, in expert order, through a shared list of them. Broad
+//      experts' (broad_rows) tiles are summed by a warp scan beside it too,
+//      and their jobs go between, found by the same search over their own
+//      job offsets.
 //   5. Each warp walks its range again and places pair p at
 //      offsets[e] + (earlier CTAs' e-pairs) + (earlier warps' e-pairs)
 //      + (its own earlier e-pairs), which is the stable order by pair index.
@@ -114,6 +117,22 @@ __device__ __forceinline__ bool repeats_in_previous_chunk(int32_t e, int32_t pre
   return repeat;
 }
 
+// The expert of job j of a range whose experts' first jobs are begin[0 .. E)
+// (non-decreasing, begin[0] = 0, j below the range's total): the last e with
+// begin[e] <= j, since an expert without jobs in the range shares its
+// begin with the next. Fixed power-of-two steps from search_from (at least
+// one, so that ptxas keeps one copy of the loop).
+__device__ __forceinline__ int32_t expert_of_job(const int32_t* begin, int32_t E, uint32_t j, int search_from) {
+  int32_t e = 0;
+  int step = search_from;
+#pragma unroll 1
+  do {
+    if (e + step < E && uint32_t(begin[e + step]) <= j) e += step;
+    step >>= 1;
+  } while (step > 0);
+  return e;
+}
+
 // Exclusive sum of one value per thread over the first `warps` warps of the
 // CTA, and their total. Every thread calls it (its barriers are the CTA's);
 // the other warps' values must be 0, and they skip the shuffles.
@@ -159,13 +178,13 @@ __device__ __forceinline__ uint64_t block_exclusive_sum(uint64_t value, int warp
 // rolled.
 __global__ void __launch_bounds__(kPlanThreads, 1)
     build_plan_kernel(const int32_t* __restrict__ ids, int32_t num_tokens, int32_t top_k, int32_t num_experts,
-                      int32_t block_rows, int32_t light_max_rows, PlanGeometry geometry, DevicePlan plan,
-                      bool next_overlaps) {
+                      int32_t block_rows, int32_t light_max_rows, int32_t broad_rows, PlanGeometry geometry,
+                      DevicePlan plan, bool next_overlaps) {
   static_assert(kPlanWarps == 32, "the block scan's second level is one warp");
   // The F32 activations' conversion may run beside the plan (launch_build_plan).
   if (next_overlaps) ptx::launch_dependents();
   __shared__ uint64_t warp_sums[kPlanWarps];
-  __shared__ int32_t warp_light[kPlanWarps];
+  __shared__ int32_t warp_light[kPlanWarps], warp_broad[kPlanWarps];
   __shared__ int32_t first_bad, max_count, jobs_total;
   extern __shared__ int32_t smem[];
   const int32_t E = num_experts;
@@ -173,8 +192,9 @@ __global__ void __launch_bounds__(kPlanThreads, 1)
   int32_t* total = cursors + E * kPlanCursorStride;  // [E] pairs of expert e (all CTAs)
   int32_t* first_row = total + E;                    // [E] this CTA's first row of expert e
   int32_t* offsets = first_row + E;                  // [E] offsets[e]
-  int32_t* job_begin = offsets + E;                  // [E + 1] first job of a non-light expert e; [E]: their count
-  int32_t* light_list = job_begin + E + 1;           // [E] the light experts, ascending
+  int32_t* job_begin = offsets + E;                  // [E + 1] first job of a regular expert e; [E]: their count
+  int32_t* broad_begin = job_begin + E + 1;          // [E + 1] the same over the broad experts' jobs
+  int32_t* light_list = broad_begin + E + 1;         // [E] the light experts, ascending
 
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const uint32_t lanes_below = (1u << lane) - 1u;
@@ -311,6 +331,7 @@ __global__ void __launch_bounds__(kPlanThreads, 1)
         *plan.status = {e < 0 || e >= E ? kPlanIdOutOfRange : kPlanDuplicateId, p / top_k, p % top_k, e};
         *plan.num_jobs = 0;
         *plan.light_jobs_begin = 0;
+        *plan.broad_jobs_begin = 0;
         *plan.max_count = 0;
       }
       // No expert has rows, so not even the rectangular schedule (which
@@ -324,10 +345,11 @@ __global__ void __launch_bounds__(kPlanThreads, 1)
   }
 
   // 4. Offsets and job offsets over experts, in one scan: rows in the low
-  // word (their sum is T*k < 2^31, no carry), jobs in the high word. A light
-  // expert has one job (light_max_rows <= block_rows) and no place in the
-  // scan's jobs; the warps' ballots of light experts are summed beside it
-  // (block_exclusive_sum's barriers publish warp_light). Only the warps that
+  // word (their sum is T*k < 2^31, no carry), regular jobs in the high word.
+  // A light expert has one job (light_max_rows <= block_rows) and no place
+  // in the scan's jobs; the warps' ballots of light experts are summed beside
+  // it, and so are the warps' scans of broad tiles (block_exclusive_sum's
+  // barriers publish warp_light and warp_broad). Only the warps that
   // hold an expert do its work: the phase is issue-bound, and the others
   // would issue the same instructions for nothing; they meet the scan's
   // barriers only.
@@ -335,7 +357,7 @@ __global__ void __launch_bounds__(kPlanThreads, 1)
   {
     const bool scans = warp < scan_warps;
     const int e = tid;
-    int32_t n = 0, tiles = 0;
+    int32_t n = 0, tiles = 0, broad_tiles = 0, broad_through = 0;  // broad_through: inclusive over the warp
     bool light = false;
     uint32_t light_lanes = 0;
     if (scans) {
@@ -343,7 +365,16 @@ __global__ void __launch_bounds__(kPlanThreads, 1)
       light = n > 0 && n <= light_max_rows;
       light_lanes = __ballot_sync(kFullMask, light);
       if (lane == 0) warp_light[warp] = __popc(light_lanes);
-      tiles = light ? 0 : n / block_rows + (n % block_rows != 0);
+      const bool broad = takes_broad_tiles(n, block_rows, broad_rows);
+      broad_tiles = broad ? (n + broad_rows - 1) / broad_rows : 0;
+      broad_through = broad_tiles;
+#pragma unroll
+      for (int d = 1; d < 32; d *= 2) {
+        const int32_t below = __shfl_up_sync(kFullMask, broad_through, d);
+        if (lane >= d) broad_through += below;
+      }
+      if (lane == 31) warp_broad[warp] = broad_through;
+      tiles = light || broad ? 0 : n / block_rows + (n % block_rows != 0);
     }
     uint64_t all = 0;
     const uint64_t before = block_exclusive_sum((uint64_t(tiles) << 32) | uint32_t(n), scan_warps, warp_sums, &all);
@@ -353,9 +384,13 @@ __global__ void __launch_bounds__(kPlanThreads, 1)
       const int32_t num_light = __reduce_add_sync(kFullMask, light_count);
       const int32_t light_before =
           __reduce_add_sync(kFullMask, lane < warp ? light_count : 0) + __popc(light_lanes & lanes_below);
+      const int32_t broad_count = lane < scan_warps ? warp_broad[lane] : 0;
+      const int32_t num_broad = __reduce_add_sync(kFullMask, broad_count);
+      const int32_t broad0 = __reduce_add_sync(kFullMask, lane < warp ? broad_count : 0) + broad_through - broad_tiles;
       if (e < E) {
         offsets[e] = row0;
         job_begin[e] = job0;
+        broad_begin[e] = broad0;
         first_row[e] += row0;
         if (light) light_list[light_before] = e;
         if (cta == 0) {
@@ -365,47 +400,47 @@ __global__ void __launch_bounds__(kPlanThreads, 1)
       }
       if (tid == 0) {
         job_begin[E] = int32_t(all >> 32);
-        jobs_total = int32_t(all >> 32) + num_light;
+        broad_begin[E] = num_broad;
+        jobs_total = int32_t(all >> 32) + num_broad + num_light;
       }
       const int32_t warp_max = __reduce_max_sync(kFullMask, n);
       if (cta == 0 && lane == 0) atomicMax(&max_count, warp_max);
     }
   }
   __syncthreads();
-  const uint32_t light_begin = uint32_t(job_begin[E]), num_jobs = uint32_t(jobs_total);
+  const uint32_t broad_from = uint32_t(job_begin[E]), light_begin = broad_from + uint32_t(broad_begin[E]);
+  const uint32_t num_jobs = uint32_t(jobs_total);
   if (cta == 0 && tid == 0) {
     plan.offsets[E] = pairs;
     *plan.num_jobs = int32_t(num_jobs);
+    *plan.broad_jobs_begin = int32_t(broad_from);
     *plan.light_jobs_begin = int32_t(light_begin);
     *plan.max_count = max_count;
     *plan.status = {kPlanOk, 0, 0, 0};
   }
 
-  // Jobs, spread over the grid. Expert of job j < light_begin: the last e
-  // with job_begin[e] <= j (an empty or light expert shares its job_begin
-  // with the next); past it, the light experts in order.
-  // One path for both kinds (a light expert's rows fit one job), and a
-  // search of fixed power-of-two steps (at least one, so that ptxas keeps one
-  // copy of the loop). The jobs go to the CTA's last threads first: step 5
-  // runs on its first warps, so where a CTA's range leaves warps idle the
-  // jobs and the scatter overlap.
+  // Jobs, spread over the grid: the regular experts' (expert_of_job over
+  // job_begin), the broad experts' (over broad_begin), then the light
+  // experts in order. One path for every kind (a light expert's rows fit one
+  // job). The jobs go to the CTA's last threads first: step 5 runs on its
+  // first warps, so where a CTA's range leaves warps idle the jobs and the
+  // scatter overlap.
   const int search_from = 1 << max(geometry.key_bits - 1, 0);
 #pragma unroll 1
   for (uint32_t j = cta * kPlanThreads + (kPlanThreads - 1 - tid); j < num_jobs; j += num_ctas * kPlanThreads) {
-    int32_t e = 0, done = 0;
+    int32_t e, done = 0, tile = block_rows;
     if (j >= light_begin) {
       e = light_list[j - light_begin];
+    } else if (j >= broad_from) {
+      e = expert_of_job(broad_begin, E, j - broad_from, search_from);
+      tile = broad_rows;
+      done = (int32_t(j - broad_from) - broad_begin[e]) * broad_rows;
     } else {
-      int step = search_from;
-#pragma unroll 1
-      do {
-        if (e + step < E && uint32_t(job_begin[e + step]) <= j) e += step;
-        step >>= 1;
-      } while (step > 0);
+      e = expert_of_job(job_begin, E, j, search_from);
       done = (int32_t(j) - job_begin[e]) * block_rows;
     }
-    const int32_t rows = min(block_rows, total[e] - done);
-    plan.jobs[j] = {e, offsets[e] + done, rows, tile_rows_for(rows, block_rows)};
+    const int32_t rows = min(tile, total[e] - done);
+    plan.jobs[j] = {e, offsets[e] + done, rows, job_tile_rows(rows, tile)};
   }
 
   // 5. Stable scatter, each warp over its own range again (from its first
@@ -433,8 +468,8 @@ __global__ void __launch_bounds__(kPlanThreads, 1)
 }
 
 Status launch_build_plan(const int32_t* ids, int64_t num_tokens, int64_t top_k, int64_t num_experts,
-                         int32_t block_rows, int32_t light_max_rows, const DevicePlan& plan, cudaStream_t stream,
-                         bool next_overlaps) {
+                         int32_t block_rows, int32_t light_max_rows, int32_t broad_rows, const DevicePlan& plan,
+                         cudaStream_t stream, bool next_overlaps) {
   // One thread per expert in the scans over experts.
   if (num_experts > kPlanThreads)
     return make_status(StatusCode::kOutOfRange, "num_experts = ", num_experts, " exceeds the plan kernel's ",
@@ -450,7 +485,7 @@ Status launch_build_plan(const int32_t* ids, int64_t num_tokens, int64_t top_k, 
   cooperative.val.cooperative = 1;
   NVFP4MOE_CUDA_TRY(launch_kernel_with(build_plan_kernel, dim3(unsigned(ctas)), dim3(kPlanThreads), smem, stream,
                                        ctas > 1 ? &cooperative : nullptr, ids, int32_t(num_tokens), int32_t(top_k),
-                                       int32_t(num_experts), block_rows, light_max_rows, geometry, plan,
+                                       int32_t(num_experts), block_rows, light_max_rows, broad_rows, geometry, plan,
                                        next_overlaps));
   NVFP4MOE_CUDA_CHECK_LAUNCH("build_plan_kernel");
   return ok_status();

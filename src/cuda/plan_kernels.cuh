@@ -37,6 +37,7 @@ struct DevicePlan {
   ExpertJob* jobs;      // [max_jobs(T*k, E, block_rows)]
   int32_t* num_jobs;    // [1]
   int32_t* light_jobs_begin;  // [1] RoutingPlan::light_jobs_begin
+  int32_t* broad_jobs_begin;  // [1] RoutingPlan::broad_jobs_begin
   int32_t* max_count;   // [1]
   PlanStatus* status;   // [1]
   // Scratch the CTAs of one build exchange through (not part of the plan).
@@ -112,15 +113,15 @@ inline PlanGeometry plan_geometry(int64_t pairs, int64_t top_k, int64_t num_expe
 
 // Dynamic shared memory of one CTA: per expert, one cursor per warp (padded
 // to kPlanWarps + 1 so the warps' columns fall in different banks), then the
-// expert's count, this CTA's first row, its offset, its first job, and the
-// light experts in order.
+// expert's count, this CTA's first row, its offset, its first regular and
+// first broad job, and the light experts in order.
 inline constexpr int kPlanCursorStride = kPlanWarps + 1;
 inline size_t plan_smem_bytes(int64_t num_experts) {
-  return sizeof(int32_t) * (size_t(num_experts) * (kPlanCursorStride + 5) + 1);
+  return sizeof(int32_t) * (size_t(num_experts) * (kPlanCursorStride + 6) + 2);
 }
 
 __global__ void build_plan_kernel(const int32_t* ids, int32_t num_tokens, int32_t top_k, int32_t num_experts,
-                                  int32_t block_rows, int32_t light_max_rows, PlanGeometry geometry,
-                                  DevicePlan plan, bool next_overlaps);
+                                  int32_t block_rows, int32_t light_max_rows, int32_t broad_rows,
+                                  PlanGeometry geometry, DevicePlan plan, bool next_overlaps);
 
 }  // namespace nvfp4moe::cuda

@@ -41,18 +41,6 @@ struct WorkTile {
   int32_t k_split, k_begin, k_end;  // K range in 64-wide blocks
 };
 
-// job_tile_rows() of plan.hpp, on the device: the wgmma width of a tile is
-// the smallest of 16, 32, 64, 96, 128 >= its rows, so a 20-row job pays for
-// 32 columns and a 70-row one for 96, not for the widest tile.
-// [TAG_WORKLIST_FORMAT]
-__host__ __device__ __forceinline__ int32_t tile_rows_for(int32_t num_rows, int32_t block_rows) {
-  int32_t t = kMinTileRows;
-  while (t < num_rows && t < kPow2TileRowsMax) t *= 2;
-  // num_rows <= block_rows on every caller (a tile's rows), so no overflow.
-  if (t < num_rows) t = (num_rows + kTileRowsStep - 1) / kTileRowsStep * kTileRowsStep;
-  return t < block_rows ? t : block_rows;
-}
-
 // Where a CTA's warps meet the compact schedule's items: one thread takes
 // an item from the global TileQueue and publishes it here; every warp of the
 // CTA reads the same sequence. Two slots, so the producer may run one tile
@@ -102,8 +90,14 @@ struct TileScheduler {
         queued(kTakeFromQueue && params.schedule == Schedule::kCompact && !params.one_cta_per_item),
         fetcher(is_fetcher), n_tiles(params.n_tiles(kChunks)),
         per_row_tile(n_tiles * params.k_splits) {
-    first_job = p.expert_class == ExpertClass::kLight ? *p.light_jobs_begin : 0;
-    const int32_t end_job = p.expert_class == ExpertClass::kRegular ? *p.light_jobs_begin : *p.num_jobs;
+    int32_t end_job = *p.num_jobs;
+    first_job = 0;
+    switch (p.expert_class) {
+      case ExpertClass::kRegular: end_job = *p.broad_jobs_begin; break;
+      case ExpertClass::kBroad: first_job = *p.broad_jobs_begin, end_job = *p.light_jobs_begin; break;
+      case ExpertClass::kLight: first_job = *p.light_jobs_begin; break;
+      default: break;
+    }
     total = p.schedule == Schedule::kCompact ? (end_job - first_job) * per_row_tile
                                              : p.num_experts * p.rect_tiles_per_expert * per_row_tile;
     next = blockIdx.x;
@@ -173,9 +167,10 @@ struct TileScheduler {
       const int32_t tile = (item / per_row_tile) % p.rect_tiles_per_expert;
       const int32_t count = p.counts[e], rows = min(kBlockT, count - tile * kBlockT);
       if (rows <= 0) continue;  // the rectangular grid's empty tile
-      if (p.expert_class != ExpertClass::kAll && (count <= p.light_max_rows) != (p.expert_class == ExpertClass::kLight))
-        continue;  // the other class's expert
-      w = {e, p.offsets[e] + tile * kBlockT, rows, tile_rows_for(rows, kBlockT), n_tile, split, k_begin, k_end};
+      if (p.expert_class != ExpertClass::kAll &&
+          expert_class_of(count, p.light_max_rows, p.block_rows, p.broad_rows) != p.expert_class)
+        continue;  // another class's expert
+      w = {e, p.offsets[e] + tile * kBlockT, rows, job_tile_rows(rows, kBlockT), n_tile, split, k_begin, k_end};
       return true;
     }
   }

@@ -34,18 +34,13 @@ Status validate_sizes(int64_t num_tokens, int64_t top_k, int64_t num_experts) {
 
 }  // namespace
 
-int32_t job_tile_rows(int32_t num_rows, int32_t block_rows) {
-  int64_t tile = kMinTileRows;  // 64-bit: rounding up near INT32_MAX must not overflow
-  while (tile < num_rows && tile < kPow2TileRowsMax) tile *= 2;
-  if (tile < num_rows) tile = (int64_t(num_rows) + kTileRowsStep - 1) / kTileRowsStep * kTileRowsStep;
-  return static_cast<int32_t>(std::min<int64_t>(tile, block_rows));
-}
-
 Status validate_plan_options(const PlanOptions& opt) {
   if (opt.block_rows <= 0) return invalid_argument("block_rows = ", opt.block_rows, " must be positive");
   if (opt.light_max_rows < 0 || opt.light_max_rows > opt.block_rows)
     return invalid_argument("light_max_rows = ", opt.light_max_rows, " must be in [0, block_rows = ", opt.block_rows,
                             "]");
+  if (opt.broad_rows != 0 && opt.broad_rows <= opt.block_rows)
+    return invalid_argument("broad_rows = ", opt.broad_rows, " must be 0 or more than block_rows = ", opt.block_rows);
   return ok_status();
 }
 
@@ -88,6 +83,7 @@ Status build_routing_plan(const int32_t* ids, int64_t num_tokens, int64_t top_k,
     plan.num_experts = E;
     plan.block_rows = opt.block_rows;
     plan.light_max_rows = opt.light_max_rows;
+    plan.broad_rows = opt.broad_rows;
     plan.counts.assign(E, 0);
     plan.offsets.assign(static_cast<size_t>(E) + 1, 0);
     plan.sorted_src.resize(num_pairs);
@@ -107,15 +103,21 @@ Status build_routing_plan(const int32_t* ids, int64_t num_tokens, int64_t top_k,
       plan.inverse[p] = r;
     }
 
-    const int32_t br = opt.block_rows;
-    const auto light = [&](int32_t e) { return plan.counts[e] > 0 && plan.counts[e] <= opt.light_max_rows; };
+    // Three passes over the experts, one per class, in job order.
+    enum Class { kRegular, kBroad, kLight };
+    const auto class_of = [&](int32_t n) {
+      if (n > 0 && n <= opt.light_max_rows) return kLight;
+      return takes_broad_tiles(n, opt.block_rows, opt.broad_rows) ? kBroad : kRegular;
+    };
     size_t num_jobs = 0;
-    for (int32_t e = 0; e < E; ++e) num_jobs += (plan.counts[e] + static_cast<int64_t>(br) - 1) / br;
+    for (int32_t e = 0; e < E; ++e) num_jobs += (plan.counts[e] + static_cast<int64_t>(opt.block_rows) - 1) / opt.block_rows;
     plan.jobs.reserve(num_jobs);
-    for (const bool light_pass : {false, true}) {
-      if (light_pass) plan.light_jobs_begin = static_cast<int32_t>(plan.jobs.size());
+    for (const Class pass : {kRegular, kBroad, kLight}) {
+      if (pass == kBroad) plan.broad_jobs_begin = static_cast<int32_t>(plan.jobs.size());
+      if (pass == kLight) plan.light_jobs_begin = static_cast<int32_t>(plan.jobs.size());
+      const int32_t br = pass == kBroad ? opt.broad_rows : opt.block_rows;
       for (int32_t e = 0; e < E; ++e) {
-        if (light(e) != light_pass) continue;
+        if (class_of(plan.counts[e]) != pass) continue;
         for (int32_t done = 0; done < plan.counts[e]; done += std::min(br, plan.counts[e] - done)) {
           const int32_t rows = std::min(br, plan.counts[e] - done);
           plan.jobs.push_back(ExpertJob{e, plan.offsets[e] + done, rows, job_tile_rows(rows, br)});

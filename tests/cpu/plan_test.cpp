@@ -21,7 +21,7 @@ using testing::test_seed;
 
 // Checks every documented property of `plan` against the ids it was built from.
 void expect_plan_invariants(const std::vector<int32_t>& ids, int64_t T, int64_t k, int64_t E, int32_t block_rows,
-                            const RoutingPlan& plan, int32_t light_max_rows = 0) {
+                            const RoutingPlan& plan, int32_t light_max_rows = 0, int32_t broad_rows = 0) {
   const int64_t P = T * k;
   ASSERT_EQ(plan.num_tokens, T);
   ASSERT_EQ(plan.top_k, k);
@@ -69,25 +69,33 @@ void expect_plan_invariants(const std::vector<int32_t>& ids, int64_t T, int64_t 
 
   // jobs: per expert, consecutive tiles of at most block_rows rows that cover
   // its rows exactly once, in order; experts ascend; tile_rows follows policy.
-  // Light experts (1 .. light_max_rows rows) come after all the others, from
-  // light_jobs_begin, again by expert.
+  // Broad experts (takes_broad_tiles) come after the regular ones, from
+  // broad_jobs_begin, in tiles of broad_rows; light experts (1 ..
+  // light_max_rows rows) after all the others, from light_jobs_begin; each
+  // class by expert.
   EXPECT_EQ(plan.light_max_rows, light_max_rows);
+  EXPECT_EQ(plan.broad_rows, broad_rows);
+  enum Pass { kRegular, kBroad, kLight };
   size_t j = 0;
-  for (const bool light_pass : {false, true}) {
-    if (light_pass) EXPECT_EQ(plan.light_jobs_begin, static_cast<int32_t>(j));
+  for (const Pass pass : {kRegular, kBroad, kLight}) {
+    if (pass == kBroad) EXPECT_EQ(plan.broad_jobs_begin, static_cast<int32_t>(j));
+    if (pass == kLight) EXPECT_EQ(plan.light_jobs_begin, static_cast<int32_t>(j));
+    const int32_t tile = pass == kBroad ? broad_rows : block_rows;
     for (int64_t e = 0; e < E; ++e) {
-      if ((tally[e] > 0 && tally[e] <= light_max_rows) != light_pass) continue;
+      const bool light = tally[e] > 0 && tally[e] <= light_max_rows;
+      const bool broad = !light && takes_broad_tiles(tally[e], block_rows, broad_rows);
+      if ((pass == kLight) != light || (pass == kBroad) != broad) continue;
       int32_t next = plan.offsets[e];
       while (next < plan.offsets[e + 1]) {
         ASSERT_LT(j, plan.jobs.size()) << "expert " << e << " rows from " << next << " not covered";
         const ExpertJob& job = plan.jobs[j];
         EXPECT_EQ(job.expert, e);
         EXPECT_EQ(job.row_begin, next);
-        const int32_t expect_rows = std::min<int32_t>(block_rows, plan.offsets[e + 1] - next);
+        const int32_t expect_rows = std::min<int32_t>(tile, plan.offsets[e + 1] - next);
         EXPECT_EQ(job.num_rows, expect_rows);
         EXPECT_GE(job.num_rows, 1);
-        EXPECT_LE(job.num_rows, block_rows);
-        EXPECT_EQ(job.tile_rows, job_tile_rows(job.num_rows, block_rows));
+        EXPECT_LE(job.num_rows, tile);
+        EXPECT_EQ(job.tile_rows, job_tile_rows(job.num_rows, tile));
         next += std::max(job.num_rows, 1);
         ++j;
       }
@@ -103,14 +111,17 @@ TEST(PlanTest, RandomRoutingSatisfiesEveryInvariant) {
     const int64_t k = std::uniform_int_distribution<int64_t>(1, std::min<int64_t>(E, 9))(rng);
     const int64_t T = std::uniform_int_distribution<int64_t>(0, 400)(rng);
     const int32_t br = std::vector<int32_t>{1, 3, 16, 64, 128}[iter % 5];
-    // Light experts in every third plan (iter % 3 and % 5 cover every pair).
+    // Light experts in every third plan, broad ones in every other (iter % 3,
+    // % 2 and % 5 cover every combination).
     const int32_t light = iter % 3 == 0 ? std::min<int32_t>(br, 1 + int32_t(iter % 40)) : 0;
+    const int32_t broad = iter % 2 == 0 ? br + 1 + br / 4 : 0;
     const auto ids = random_ids(rng, T, k, E);
     RoutingPlan plan;
-    ASSERT_TRUE(build_routing_plan(ids.data(), T, k, E, PlanOptions{br, light}, &plan).ok());
+    ASSERT_TRUE(build_routing_plan(ids.data(), T, k, E, PlanOptions{br, light, broad}, &plan).ok());
     SCOPED_TRACE("T=" + std::to_string(T) + " k=" + std::to_string(k) + " E=" + std::to_string(E) +
-                 " block_rows=" + std::to_string(br) + " light_max_rows=" + std::to_string(light));
-    expect_plan_invariants(ids, T, k, E, br, plan, light);
+                 " block_rows=" + std::to_string(br) + " light_max_rows=" + std::to_string(light) +
+                 " broad_rows=" + std::to_string(broad));
+    expect_plan_invariants(ids, T, k, E, br, plan, light, broad);
   }
 }
 
@@ -155,6 +166,57 @@ TEST(PlanTest, LightExpertsComeLast) {
   EXPECT_EQ(light.jobs[3].tile_rows, 32);
   EXPECT_EQ(light.jobs[4].tile_rows, kMinTileRows);
   EXPECT_EQ(light.sorted_src, single.sorted_src);
+}
+
+// The broad line at block_rows = 128, broad_rows = 160, as plan.hpp states
+// it, from the cost model's sums written out: broad where
+// ceil(n / 160) * 288 < floor(n / 128) * 256 + (128 + width of the rest).
+TEST(PlanTest, BroadTilesWhereTheyCostLess) {
+  const auto in = [](int32_t n, int32_t lo, int32_t hi) { return n >= lo && n <= hi; };
+  for (int32_t n = 0; n <= 1000; ++n) {
+    const bool expect = in(n, 129, 160) || in(n, 257, 320) || in(n, 385, 480) || in(n, 513, 640) || in(n, 673, 800);
+    const int64_t broad = (n + 159) / 160 * 288;
+    const int32_t rest = n % 128;
+    const int64_t regular = n / 128 * 256 + (rest > 0 ? 128 + job_tile_rows(rest, 128) : 0);
+    EXPECT_EQ(n > 128 && broad < regular, takes_broad_tiles(n, 128, 160)) << n;
+    if (n <= 800) EXPECT_EQ(expect, takes_broad_tiles(n, 128, 160)) << n;
+  }
+  EXPECT_FALSE(takes_broad_tiles(150, 128, 0));    // no broad class
+  EXPECT_FALSE(takes_broad_tiles(150, 128, 128));  // not broader than the regular tile
+  EXPECT_TRUE(takes_broad_tiles(INT32_MAX, 128, 160));  // no overflow near the int32 limit
+}
+
+// Experts 0 (150 rows: broad), 1 (200: regular), 2 (300: broad), 3 (32:
+// light) and 4 (40: regular) at block_rows = 128, light_max_rows = 32,
+// broad_rows = 160: the regular experts' jobs, then the broad ones' in
+// 160-row tiles, then the light one; rows and sorted order as without
+// classes.
+TEST(PlanTest, BroadExpertsBetweenRegularAndLight) {
+  const int64_t k = 1, E = 5;
+  std::vector<int32_t> ids;
+  for (const auto& [e, rows] : std::vector<std::pair<int32_t, int>>{{0, 150}, {1, 200}, {2, 300}, {3, 32}, {4, 40}})
+    ids.insert(ids.end(), size_t(rows), e);
+  std::mt19937_64 rng(test_seed());
+  std::shuffle(ids.begin(), ids.end(), rng);
+  const int64_t T = int64_t(ids.size());
+  RoutingPlan plan, single;
+  ASSERT_TRUE(build_routing_plan(ids.data(), T, k, E, PlanOptions{128, 32, 160}, &plan).ok());
+  ASSERT_TRUE(build_routing_plan(ids.data(), T, k, E, PlanOptions{128}, &single).ok());
+  expect_plan_invariants(ids, T, k, E, 128, plan, 32, 160);
+  const int32_t expect_experts[] = {1, 1, 4, 0, 2, 2, 3};
+  const int32_t expect_rows[] = {128, 72, 40, 150, 160, 140, 32};
+  const int32_t expect_tiles[] = {128, 96, 64, 160, 160, 160, 32};
+  ASSERT_EQ(plan.jobs.size(), 7u);
+  for (int i = 0; i < 7; ++i) {
+    EXPECT_EQ(plan.jobs[i].expert, expect_experts[i]) << i;
+    EXPECT_EQ(plan.jobs[i].num_rows, expect_rows[i]) << i;
+    EXPECT_EQ(plan.jobs[i].tile_rows, expect_tiles[i]) << i;
+  }
+  EXPECT_EQ(plan.broad_jobs_begin, 3);
+  EXPECT_EQ(plan.light_jobs_begin, 6);
+  EXPECT_EQ(single.broad_jobs_begin, single.light_jobs_begin);
+  EXPECT_EQ(plan.sorted_src, single.sorted_src);
+  EXPECT_EQ(plan.offsets, single.offsets);
 }
 
 TEST(PlanTest, AllTokensOnOneExpert) {
@@ -343,6 +405,10 @@ TEST(PlanTest, BadSizesAreRejected) {
                "light_max_rows = 33");
   expect_error(build_routing_plan(ids.data(), 1, 2, 8, PlanOptions{32, -1}, &plan), StatusCode::kInvalidArgument,
                "light_max_rows = -1");
+  expect_error(build_routing_plan(ids.data(), 1, 2, 8, PlanOptions{128, 32, 128}, &plan),
+               StatusCode::kInvalidArgument, "broad_rows = 128");
+  expect_error(build_routing_plan(ids.data(), 1, 2, 8, PlanOptions{128, 0, -160}, &plan),
+               StatusCode::kInvalidArgument, "broad_rows = -160");
   expect_error(build_routing_plan(ids.data(), 1, 2, 8, PlanOptions{}, nullptr), StatusCode::kInvalidArgument,
                "out");
 }

@@ -195,6 +195,14 @@ TEST_F(GpuMoeLayer, SwiGLUWideTiles) {
     check({8, 512, 192, 700, 2, true, Activation::kSwiGLUOai});
   }
 }
+// The broad kernel (NVFP4MOE_BLOCK_ROWS=160, experiments: 160-row tiles at
+// one wgmma width) on both GEMMs of the layer, the SwiGLU rows epilogue
+// included, at ~75 and ~175 rows per expert (one tile and two per expert).
+TEST_F(GpuMoeLayer, SwiGLUBroadTiles) {
+  const ScopedEnv tile("NVFP4MOE_BLOCK_ROWS", "160");
+  check({16, 256, 320, 300, 2, false, Activation::kSwiGLU});
+  check({8, 512, 192, 700, 2, true, Activation::kSwiGLUOai});
+}
 // Wide tiles with K split in two (forced: the policy, choose_k_splits in
 // launch.hpp, splits only narrow tiles): both GEMMs' partial sums reduced,
 // the down's to its BF16 slot rows, under either schedule. The
@@ -399,6 +407,48 @@ TEST_F(GpuMoeLayer, LightExpertsGiveTheBitsOfOneWideLaunch) {
     }
     for (size_t i = 0; i < light.size(); ++i) ASSERT_FALSE(std::isnan(light[i])) << "out[" << i << "] not written";
     EXPECT_EQ(0, std::memcmp(light.data(), wide.data(), light.size() * 4)) << "schedule " << int(s);
+  }
+}
+
+// The layer with broad experts (forced, light experts too: T = 280, k = 4,
+// E = 8 with every token routing a slot to expert 0 gives it 280 rows, a
+// broad expert's two 160-row tiles, and the other seven ~120 rows, most of
+// them regular, some broad) equals the layer with one wide tile for every
+// expert bit for bit, under both schedules, the SwiGLU rows epilogue of the
+// broad tile included, and meets the layer's NMSE bound (check).
+TEST_F(GpuMoeLayer, BroadExpertsGiveTheBitsOfOneWideLaunch) {
+  const LayerCase c{8, 256, 256, 280, 4, false, Activation::kSwiGLU, Schedule::kCompact, 0};
+  {
+    const ScopedEnv broad("NVFP4MOE_BROAD_EXPERTS", "1");
+    const ScopedEnv light("NVFP4MOE_EXPERT_CLASSES", "1");
+    check(c);
+  }
+  if (HasFatalFailure()) return;
+  std::mt19937_64 rng(test_seed());
+  Built b = build(rng, c);
+  cuda::DeviceMoeLayer layer;
+  ASSERT_OK(cuda::upload_moe_layer(b.view, b.act, &layer));
+  const cuda::DeviceBuffer dx = to_device(random_normal(rng, size_t(c.T * c.H), 1.0f));
+  const std::vector<int32_t> ids = random_ids_with_hot_expert(rng, c.T, c.k, c.E, 0);
+  RoutingPlan plan;
+  ASSERT_OK(build_routing_plan(ids.data(), c.T, c.k, c.E, PlanOptions{128, 32, 160}, &plan));
+  ASSERT_LT(plan.broad_jobs_begin, plan.light_jobs_begin);
+  const cuda::DeviceBuffer dids = to_device(ids);
+  const cuda::DeviceBuffer dw = to_device(std::vector<float>(c.T * c.k, 0.625f));
+  for (const Schedule s : {Schedule::kCompact, Schedule::kRect}) {
+    std::vector<float> classes, wide;
+    {
+      const ScopedEnv broad("NVFP4MOE_BROAD_EXPERTS", "1");
+      const ScopedEnv light("NVFP4MOE_EXPERT_CLASSES", "1");
+      classes = run(c, layer, dx, dids, dw, false, s);
+    }
+    {
+      const ScopedEnv off("NVFP4MOE_EXPERT_CLASSES", "0");
+      const ScopedEnv tile("NVFP4MOE_BLOCK_ROWS", "128");
+      wide = run(c, layer, dx, dids, dw, false, s);
+    }
+    for (size_t i = 0; i < classes.size(); ++i) ASSERT_FALSE(std::isnan(classes[i])) << "out[" << i << "] not written";
+    EXPECT_EQ(0, std::memcmp(classes.data(), wide.data(), classes.size() * 4)) << "schedule " << int(s);
   }
 }
 

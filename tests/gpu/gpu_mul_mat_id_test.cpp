@@ -41,6 +41,7 @@ class GpuMulMatId : public GpuTest {
  protected:
   // Runs one case on the device, returns the output and NMSE vs float64.
   void light_experts_against_one_wide_launch(const Case& base);
+  void broad_experts_against_one_wide_launch(const Case& base);
   void run_case(const Case& c, std::mt19937_64& rng, const std::vector<int32_t>& ids, const ExpertWeights& w,
                 const cuda::DeviceExpertWeights& dw, CaseRun* out) {
     const int64_t x_rows = c.per_slot ? c.T * c.k : c.T;
@@ -329,9 +330,12 @@ TEST_F(GpuMulMatId, WideTileEndsInsideN) {
 // launch.hpp): 32, 64 and 128, or 64, 96 and 128. Experts of 7 to 230 rows
 // (k = 1) put tiles at every width of both sets and on each side of every
 // edge (32/33, 64/65, 96/97, 128/129); N = 320 ends the last tile inside N.
-// Both sets, under both schedules, to F32 and BF16, give the same bits.
+// Both sets, under both schedules, to F32 and BF16, give the same bits, and
+// so does the broad kernel (NVFP4MOE_BLOCK_ROWS=160, experiments), whose
+// 160-row tiles at one width split the experts' rows differently (159-161
+// on each side of its edge).
 TEST_F(GpuMulMatId, WideTileWidthSetsGiveTheSameBits) {
-  const std::vector<int64_t> counts = {7, 29, 32, 33, 64, 65, 96, 97, 128, 129, 230};
+  const std::vector<int64_t> counts = {7, 29, 32, 33, 64, 65, 96, 97, 128, 129, 159, 160, 161, 230};
   std::mt19937_64 rng(test_seed());
   std::vector<int32_t> ids;
   for (size_t e = 0; e < counts.size(); ++e) ids.insert(ids.end(), size_t(counts[e]), int32_t(e));
@@ -340,12 +344,13 @@ TEST_F(GpuMulMatId, WideTileWidthSetsGiveTheSameBits) {
   const ExpertWeights w = random_weights(rng, E, 320, 256);
   cuda::DeviceExpertWeights dw;
   ASSERT_OK(cuda::upload_expert_weights(w.view(), &dw));
-  const ScopedEnv tile("NVFP4MOE_BLOCK_ROWS", "128");
   const uint64_t x_seed = test_seed();  // one draw: test_seed() gives a fresh seed per call
+  const std::pair<const char*, const char*> configs[] = {{"128", "0"}, {"128", "1"}, {"160", "0"}};
   for (DType yd : {DType::kF32, DType::kBF16}) {
     std::vector<float> first;
-    for (const char* width96 : {"0", "1"})
+    for (const auto& [block_rows, width96] : configs)
       for (Schedule s : {Schedule::kCompact, Schedule::kRect}) {
+        const ScopedEnv tile("NVFP4MOE_BLOCK_ROWS", block_rows);
         const ScopedEnv widths("NVFP4MOE_WIDE_WIDTH_96", width96);
         Case c{E, 320, 256, T, 1, false, DType::kF32, yd};
         c.schedule = s;
@@ -353,7 +358,8 @@ TEST_F(GpuMulMatId, WideTileWidthSetsGiveTheSameBits) {
         CaseRun r;
         run_case(c, rng_x, ids, w, dw, &r);
         if (HasFatalFailure()) return;
-        const std::string label = std::string("width 96 ") + width96 + ", " + schedule_name(s) + ", y " +
+        const std::string label = std::string("tile ") + block_rows + ", width 96 " + width96 + ", " +
+                                  schedule_name(s) + ", y " +
                                   (yd == DType::kF32 ? "F32" : "BF16");
         EXPECT_LE(r.nmse, yd == DType::kF32 ? kNmseF32Out : kNmseBf16Out) << label << "; " << r.wrong;
         if (first.empty()) first = r.y;
@@ -371,7 +377,7 @@ TEST_F(GpuMulMatId, WideTileWidthSetsGiveTheSameBits) {
 // medium and wide tiles' 64-wide and the wide tile's 128-wide paths.
 // N = 320 ends the last wide tile inside N.
 TEST_F(GpuMulMatId, EveryTileOverOddAndEvenKBlocks) {
-  for (const char* tile : {"32", "64", "128"})
+  for (const char* tile : {"32", "64", "128", "160"})
     for (const char* splits : {"1", "2", "3"}) {
       const ScopedEnv forced_tile("NVFP4MOE_BLOCK_ROWS", tile);
       const ScopedEnv forced_splits("NVFP4MOE_K_SPLITS", splits);
@@ -834,6 +840,89 @@ void GpuMulMatId::light_experts_against_one_wide_launch(const Case& base) {
     }
 }
 
+// Broad experts (choose_plan_options) run in a launch of their own with
+// 160-row tiles between the regular and the light experts' launches, each
+// scheduled beside the one before; the class of a job must not change its
+// bits. Each token picks 4 of 16 common experts, or with probability 3% per
+// slot one of 4 rare ones: at T = 560 the common experts get ~136 rows
+// (regular at up to 128 or from 161, broad at 129-160) and the rare ones
+// ~17 (light); at T = 2240, ~544 rows (regular at 481-512, broad at
+// 385-480 and 513-640), and with N = 4096 the broad grid is persistent
+// (76 jobs x 16 N tiles, more than five waves of 132 SMs) and takes items
+// from its queue. Forced on, with and without light experts, the classes
+// equal one wide launch (NVFP4MOE_BLOCK_ROWS=128, no classes) bit for bit,
+// under both schedules, to F32 and BF16; the NMSE bound holds (run_case).
+TEST_F(GpuMulMatId, BroadExpertsGiveTheBitsOfOneWideLaunch) {
+  for (const Case base : {Case{20, 512, 256, 560, 4, false}, Case{20, 4096, 128, 2240, 4, false}}) {
+    SCOPED_TRACE(::testing::Message() << "T " << base.T << ", N " << base.N);
+    broad_experts_against_one_wide_launch(base);
+    if (HasFatalFailure()) return;
+  }
+}
+
+void GpuMulMatId::broad_experts_against_one_wide_launch(const Case& base) {
+  std::mt19937_64 rng(test_seed());
+  const ExpertWeights w = random_weights(rng, base.E, base.N, base.K);
+  cuda::DeviceExpertWeights dw;
+  ASSERT_OK(cuda::upload_expert_weights(w.view(), &dw));
+  std::vector<int32_t> ids(size_t(base.T * base.k));
+  for (int64_t t = 0; t < base.T; ++t)
+    for (int64_t j = 0; j < base.k; ++j) {
+      int32_t e;
+      bool repeat;
+      do {  // distinct experts within a token
+        e = rng() % 100 < 3 ? int32_t(16 + rng() % 4) : int32_t(rng() % 16);
+        repeat = std::find(ids.begin() + t * base.k, ids.begin() + t * base.k + j, e) != ids.begin() + t * base.k + j;
+      } while (repeat);
+      ids[size_t(t * base.k + j)] = e;
+    }
+  RoutingPlan plan;
+  ASSERT_OK(build_routing_plan(ids.data(), base.T, base.k, base.E, PlanOptions{128, 32, 160}, &plan));
+  ASSERT_GT(plan.broad_jobs_begin, 0);
+  ASSERT_LT(plan.broad_jobs_begin, plan.light_jobs_begin);
+  ASSERT_LT(plan.light_jobs_begin, int32_t(plan.jobs.size()));
+  if (base.T == 2240) {
+    const int64_t items =
+        cuda::compact_class_jobs_bound(base.T * base.k, base.E, cuda::kBlockTBroad, cuda::ExpertClass::kBroad, 32, 128) *
+        (base.N / 256);
+    ASSERT_EQ(ctx->num_sms(), cuda::compact_grid_ctas(items, ctx->num_sms(), cuda::kBlockTBroad));
+  }
+  for (const DType yd : {DType::kF32, DType::kBF16})
+    for (const Schedule s : {Schedule::kCompact, Schedule::kRect}) {
+      SCOPED_TRACE(::testing::Message() << "schedule " << int(s) << ", y dtype " << int(yd));
+      Case c = base;
+      c.y_dtype = yd;
+      c.schedule = s;
+      c.sample_pairs = 512;  // the float64 reference on a sample; every output is compared bit for bit
+      CaseRun broad, broad_only, wide;
+      std::mt19937_64 rng_broad = rng, rng_broad_only = rng, rng_wide = rng;  // the same x for every run
+      {
+        const ScopedEnv on("NVFP4MOE_BROAD_EXPERTS", "1");
+        {
+          const ScopedEnv light("NVFP4MOE_EXPERT_CLASSES", "1");
+          run_case(c, rng_broad, ids, w, dw, &broad);
+        }
+        if (HasFatalFailure()) return;
+        const ScopedEnv no_light("NVFP4MOE_EXPERT_CLASSES", "0");
+        run_case(c, rng_broad_only, ids, w, dw, &broad_only);
+      }
+      if (HasFatalFailure()) return;
+      {
+        const ScopedEnv off("NVFP4MOE_EXPERT_CLASSES", "0");
+        const ScopedEnv tile("NVFP4MOE_BLOCK_ROWS", "128");
+        run_case(c, rng_wide, ids, w, dw, &wide);
+      }
+      if (HasFatalFailure()) return;
+      EXPECT_LE(broad.nmse, yd == DType::kF32 ? kNmseF32Out : kNmseBf16Out);
+      ASSERT_EQ(broad.y.size(), wide.y.size());
+      ASSERT_EQ(broad_only.y.size(), wide.y.size());
+      EXPECT_EQ(0, std::memcmp(broad.y.data(), wide.y.data(), broad.y.size() * 4))
+          << "regular, broad and light launches differ from one wide launch";
+      EXPECT_EQ(0, std::memcmp(broad_only.y.data(), wide.y.data(), broad_only.y.size() * 4))
+          << "regular and broad launches differ from one wide launch";
+    }
+}
+
 // The op captured in a graph (global capture mode: any host synchronization
 // inside would invalidate the capture) replays to the same bits.
 TEST_F(GpuMulMatId, GraphCaptureAndReplay) {
@@ -949,20 +1038,26 @@ TEST_F(GpuMulMatId, MisalignedPointersAreRefused) {
 
 // The device plan is the CPU plan, bit for bit.
 // With light experts (light > 0) too: their jobs go last, through the
-// kernel's ballot and list (one CTA at T = 300, several at T = 2048, 5000).
+// kernel's ballot and list (one CTA at T = 300, several at T = 2048, 5000);
+// and with broad experts (broad > 0), whose jobs go between, through the
+// kernel's warp scan and second search: at T = 300 expert 5's ~300 rows,
+// at T = 2048 (~128 rows per expert) and 8192 (~512) about half the experts.
 TEST_F(GpuMulMatId, DevicePlanEqualsCpuPlan) {
   std::mt19937_64 rng(test_seed());
-  struct P { int64_t T, k, E; int32_t block, light; };
-  for (const P& p : {P{0, 2, 8, 32, 0}, P{1, 8, 128, 32, 0}, P{37, 1, 4, 16, 0}, P{2048, 8, 128, 128, 0},
-                     P{5000, 4, 1024, 128, 0}, P{300, 2, 64, 32, 0}, P{300, 2, 64, 128, 32}, P{2048, 8, 128, 128, 32},
-                     P{5000, 4, 1024, 128, 32}, P{1, 8, 128, 128, 32}}) {
-    SCOPED_TRACE(::testing::Message() << "T=" << p.T << " E=" << p.E << " light_max_rows=" << p.light);
+  struct P { int64_t T, k, E; int32_t block, light, broad; };
+  for (const P& p : {P{0, 2, 8, 32, 0, 0}, P{1, 8, 128, 32, 0, 0}, P{37, 1, 4, 16, 0, 0}, P{2048, 8, 128, 128, 0, 0},
+                     P{5000, 4, 1024, 128, 0, 0}, P{300, 2, 64, 32, 0, 0}, P{300, 2, 64, 128, 32, 0},
+                     P{2048, 8, 128, 128, 32, 0}, P{5000, 4, 1024, 128, 32, 0}, P{1, 8, 128, 128, 32, 0},
+                     P{300, 2, 64, 128, 32, 160}, P{2048, 8, 128, 128, 32, 160}, P{8192, 8, 128, 128, 0, 160},
+                     P{0, 2, 8, 128, 32, 160}, P{1, 8, 128, 128, 0, 160}}) {
+    SCOPED_TRACE(::testing::Message() << "T=" << p.T << " E=" << p.E << " light_max_rows=" << p.light
+                                      << " broad_rows=" << p.broad);
     std::vector<int32_t> ids = random_ids(rng, p.T, p.k, p.E);
     if (p.T == 300)  // skewed: everyone picks expert 5 first
       for (int64_t t = 0; t < p.T; ++t)
         if (ids[t * p.k + 1] != 5) ids[t * p.k] = 5;
     cuda::DeviceBuffer dids = to_device(ids.empty() ? std::vector<int32_t>{0} : ids);
-    const PlanOptions opt{p.block, p.light};
+    const PlanOptions opt{p.block, p.light, p.broad};
     ASSERT_OK(cuda::build_plan(*ctx, dids.as<int32_t>(), p.T, p.k, p.E, opt, stream));
     RoutingPlan gpu, cpu;
     ASSERT_OK(cuda::download_plan(*ctx, stream, &gpu));
@@ -974,7 +1069,13 @@ TEST_F(GpuMulMatId, DevicePlanEqualsCpuPlan) {
     EXPECT_EQ(gpu.max_count, cpu.max_count);
     EXPECT_EQ(gpu.light_max_rows, cpu.light_max_rows);
     EXPECT_EQ(gpu.light_jobs_begin, cpu.light_jobs_begin);
+    EXPECT_EQ(gpu.broad_rows, cpu.broad_rows);
+    EXPECT_EQ(gpu.broad_jobs_begin, cpu.broad_jobs_begin);
     if (p.light > 0 && p.T == 300) EXPECT_LT(cpu.light_jobs_begin, int32_t(cpu.jobs.size()));  // both classes exist
+    if (p.broad > 0 && p.T >= 2048) {  // regular and broad experts both exist
+      EXPECT_GT(cpu.broad_jobs_begin, 0);
+      EXPECT_LT(cpu.broad_jobs_begin, cpu.light_jobs_begin);
+    }
     ASSERT_EQ(gpu.jobs.size(), cpu.jobs.size());
     for (size_t i = 0; i < gpu.jobs.size(); ++i) {
       EXPECT_EQ(gpu.jobs[i].expert, cpu.jobs[i].expert);

@@ -41,6 +41,8 @@ TEST(CudaHostPolicy, TokenTileFollowsRowsPerExpert) {
   EXPECT_EQ(cuda::kBlockTNarrow, cuda::choose_block_rows(1, 8, 256));
   ASSERT_EQ(0, setenv("NVFP4MOE_BLOCK_ROWS", "128", 1));  // experiments: forced
   EXPECT_EQ(cuda::kBlockTWide, cuda::choose_block_rows(1, 8, 256));
+  ASSERT_EQ(0, setenv("NVFP4MOE_BLOCK_ROWS", "160", 1));
+  EXPECT_EQ(cuda::kBlockTBroad, cuda::choose_block_rows(1, 8, 256));
   ASSERT_EQ(0, setenv("NVFP4MOE_BLOCK_ROWS", "96", 1));  // no such kernel: ignored
   EXPECT_EQ(cuda::kBlockTNarrow, cuda::choose_block_rows(1, 8, 256));
   ASSERT_EQ(0, unsetenv("NVFP4MOE_BLOCK_ROWS"));
@@ -85,6 +87,35 @@ TEST(CudaHostPolicy, LightExpertsFromLargeBatchesOverManyExperts) {
   ASSERT_EQ(0, unsetenv("NVFP4MOE_EXPERT_CLASSES"));
 }
 
+// Broad experts where experts average at least 96 rows: qwen3 (k = 8,
+// E = 128) from T = 1536, mixtral (k = 2, E = 8) from T = 384, gpt-oss
+// (k = 4, E = 32) from 768, beside light experts or without them; only
+// with the wide tile (a forced tile turns them off), and forced either way
+// by NVFP4MOE_BROAD_EXPERTS.
+TEST(CudaHostPolicy, BroadExpertsFromNinetySixRowsPerExpert) {
+  const auto opt = [](int64_t T, int64_t k, int64_t E) { return cuda::choose_plan_options(T, k, E); };
+  EXPECT_EQ(cuda::kBlockTBroad, opt(1536, 8, 128).broad_rows);
+  EXPECT_EQ(cuda::kBlockTNarrow, opt(1536, 8, 128).light_max_rows);
+  EXPECT_EQ(0, opt(1535, 8, 128).broad_rows);
+  EXPECT_EQ(cuda::kBlockTBroad, opt(8192, 8, 128).broad_rows);
+  EXPECT_EQ(0, opt(8192, 8, 128).light_max_rows);
+  EXPECT_EQ(cuda::kBlockTWide, opt(8192, 8, 128).block_rows);
+  EXPECT_EQ(cuda::kBlockTBroad, opt(384, 2, 8).broad_rows);
+  EXPECT_EQ(0, opt(383, 2, 8).broad_rows);
+  EXPECT_EQ(cuda::kBlockTBroad, opt(768, 4, 32).broad_rows);
+  EXPECT_EQ(0, opt(767, 4, 32).broad_rows);
+  EXPECT_EQ(0, opt(2048, 8, 256).broad_rows);  // deepseek at 64 rows per expert
+  ASSERT_EQ(0, setenv("NVFP4MOE_BLOCK_ROWS", "128", 1));
+  EXPECT_EQ(0, opt(2048, 8, 128).broad_rows);
+  ASSERT_EQ(0, unsetenv("NVFP4MOE_BLOCK_ROWS"));
+  ASSERT_EQ(0, setenv("NVFP4MOE_BROAD_EXPERTS", "1", 1));
+  EXPECT_EQ(cuda::kBlockTBroad, opt(2048, 8, 256).broad_rows);
+  EXPECT_EQ(0, opt(16, 8, 256).broad_rows);  // the narrow tile: no broad class beside it
+  ASSERT_EQ(0, setenv("NVFP4MOE_BROAD_EXPERTS", "0", 1));
+  EXPECT_EQ(0, opt(2048, 8, 128).broad_rows);
+  ASSERT_EQ(0, unsetenv("NVFP4MOE_BROAD_EXPERTS"));
+}
+
 // The plan kernel's geometry, computed on the host: the worked example of
 // plan_grid_ctas (T = 2048, k = 8, E = 128: 32 CTAs of 16 chunks, one chunk
 // per warp), then for other shapes the CTAs' and warps' ranges cover every
@@ -120,21 +151,26 @@ TEST(CudaHostPolicy, PlanGeometryCoversEveryChunk) {
   }
 }
 
-// Each class's jobs bound holds for the CPU plan with light experts (the
-// device plan's mirror): a light expert has one job, a regular one more than
-// 32 rows.
-TEST(CudaHostPolicy, ClassJobBoundsHoldForLightPlans) {
+// Each class's jobs bound holds for the CPU plan with light and broad
+// experts (the device plan's mirror): a light expert has one job, a regular
+// one more than 32 rows, a broad one more than 128; the plans run from ~1 to
+// ~750 rows per expert.
+TEST(CudaHostPolicy, ClassJobBoundsHoldForPlansWithClasses) {
   std::mt19937_64 rng(test_seed());
   for (int trial = 0; trial < 100; ++trial) {
     const int64_t E = 32 + int64_t(rng() % 200), k = 1 + int64_t(rng() % 8);
     const int64_t T = 1 + int64_t(rng() % 3000), used = k + int64_t(rng() % (E - k + 1));
     const std::vector<int32_t> ids = random_ids(rng, T, k, used);
     RoutingPlan plan;
-    ASSERT_TRUE(build_routing_plan(ids.data(), T, k, E, PlanOptions{128, 32}, &plan).ok());
+    ASSERT_TRUE(build_routing_plan(ids.data(), T, k, E, PlanOptions{128, 32, 160}, &plan).ok());
+    const int64_t broad = plan.light_jobs_begin - plan.broad_jobs_begin;
     const int64_t light = int64_t(plan.jobs.size()) - plan.light_jobs_begin;
-    EXPECT_LE(plan.light_jobs_begin,
-              cuda::compact_class_jobs_bound(T * k, E, 128, cuda::ExpertClass::kRegular, 32)) << "trial " << trial;
-    EXPECT_LE(light, cuda::compact_class_jobs_bound(T * k, E, 32, cuda::ExpertClass::kLight, 32)) << "trial " << trial;
+    EXPECT_LE(plan.broad_jobs_begin,
+              cuda::compact_class_jobs_bound(T * k, E, 128, cuda::ExpertClass::kRegular, 32, 128)) << "trial " << trial;
+    EXPECT_LE(broad, cuda::compact_class_jobs_bound(T * k, E, 160, cuda::ExpertClass::kBroad, 32, 128))
+        << "trial " << trial;
+    EXPECT_LE(light, cuda::compact_class_jobs_bound(T * k, E, 32, cuda::ExpertClass::kLight, 32, 128))
+        << "trial " << trial;
   }
 }
 
@@ -450,12 +486,14 @@ TEST(CudaHostPolicy, CompactGridIsOneShotUpToFiveWavesOfWideTilesTwoOfOthers) {
   }
 }
 
-// Which persistent grids take items from the tile queue: wide tiles always;
-// narrow tiles only for the light experts (their launch overlaps the wide
-// one, whose CTAs free SMs up to a tile apart).
+// Which persistent grids take items from the tile queue: wide and broad
+// tiles always; narrow tiles only for the light experts (their launch
+// overlaps the wide one, whose CTAs free SMs up to a tile apart).
 TEST(CudaHostPolicy, QueueForWideTilesAndLightExperts) {
   for (const cuda::ExpertClass c : {cuda::ExpertClass::kAll, cuda::ExpertClass::kRegular, cuda::ExpertClass::kLight})
     EXPECT_TRUE(cuda::takes_items_from_queue(cuda::kBlockTWide, c));
+  for (const cuda::ExpertClass c : {cuda::ExpertClass::kAll, cuda::ExpertClass::kBroad})
+    EXPECT_TRUE(cuda::takes_items_from_queue(cuda::kBlockTBroad, c));
   for (const int32_t other : {cuda::kBlockTNarrow, cuda::kBlockTMedium}) {
     EXPECT_FALSE(cuda::takes_items_from_queue(other, cuda::ExpertClass::kAll));
     EXPECT_FALSE(cuda::takes_items_from_queue(other, cuda::ExpertClass::kRegular));

@@ -33,8 +33,9 @@ auto kernel_for_path(const GemmParams& p) {
 }
 
 // The instances takes_items_from_queue (launch.hpp) can ask for: wide tiles
-// with the queue, at either set of widths (wide_tile_width_96), narrow ones
-// with and without, medium ones without; nullptr for any other.
+// with the queue, at either set of widths (wide_tile_width_96), broad ones
+// with the queue, narrow ones with and without, medium ones without; nullptr
+// for any other.
 using GemmKernel = void (*)(GemmParams);
 template <int kBlockT>
 GemmKernel kernel_for(const GemmParams& p, bool take_from_queue) {
@@ -42,6 +43,8 @@ GemmKernel kernel_for(const GemmParams& p, bool take_from_queue) {
     if (!take_from_queue) return nullptr;
     return wide_tile_width_96(p.sorted_rows, p.num_experts) ? kernel_for_path<kBlockT, true, true>(p)
                                                             : kernel_for_path<kBlockT, false, true>(p);
+  } else if constexpr (kBlockT == kBlockTBroad) {
+    return take_from_queue ? kernel_for_path<kBlockT, false, true>(p) : nullptr;
   } else if constexpr (kBlockT == kBlockTNarrow) {
     return take_from_queue ? kernel_for_path<kBlockT, false, true>(p) : kernel_for_path<kBlockT, false, false>(p);
   } else {
@@ -49,8 +52,11 @@ GemmKernel kernel_for(const GemmParams& p, bool take_from_queue) {
   }
 }
 
+// launched: whether a grid was launched (an empty bound launches none).
 template <int kBlockT>
-Status launch_sm90(const GemmParams& p, int num_sms, cudaStream_t stream, LaunchOrder order) {
+Status launch_sm90(const GemmParams& p, int num_sms, cudaStream_t stream, LaunchOrder order,
+                   bool* launched = nullptr) {
+  if (launched) *launched = false;
   auto kernel = kernel_for<kBlockT>(p, takes_items_from_queue(kBlockT, p.expert_class));
   if (!kernel)
     return make_status(StatusCode::kInternal, "no grouped GEMM instance for ", kBlockT, "-token tiles of expert class ",
@@ -64,7 +70,7 @@ Status launch_sm90(const GemmParams& p, int num_sms, cudaStream_t stream, Launch
     grid = int64_t(p.num_experts) * p.rect_tiles_per_expert * p.n_tiles(kChunks) * p.k_splits;
   } else {
     const int64_t items = compact_class_jobs_bound(p.sorted_rows, p.num_experts, kBlockT, p.expert_class,
-                                                   p.light_max_rows) *
+                                                   p.light_max_rows, p.block_rows) *
                           p.n_tiles(kChunks) * p.k_splits;
     grid = compact_grid_ctas(items, num_sms, kBlockT);
     // Experiments only (perf.md Next item 11): the light launch on fewer
@@ -81,8 +87,48 @@ Status launch_sm90(const GemmParams& p, int num_sms, cudaStream_t stream, Launch
   NVFP4MOE_CUDA_TRY(launch_kernel(kernel, dim3(uint32_t(grid)), dim3(sm90::threads<kBlockT>()), smem, stream,
                                   order, q));
   NVFP4MOE_CUDA_CHECK_LAUNCH("nvfp4_grouped_gemm_kernel");
+  if (launched) *launched = true;
   if (q.k_splits > 1) return launch_reduce_split_k(q, num_sms, stream);
   return ok_status();
+}
+
+// The classes of experts (GemmParams::light_max_rows, broad_rows): the
+// regular experts with wide tiles, then the broad ones with broad tiles,
+// then the light ones with narrow tiles, each launch scheduled to start on
+// the SMs the previous one's tail frees (its CTAs let it be scheduled at
+// once; it writes other rows) and each with its own queue counter, since the
+// launch before may still be taking items. One class per launch, in either
+// schedule; no K split, so the class a job falls in does not change its
+// bits (every tile sums a job's K blocks in the same order, whatever its
+// width).
+Status launch_expert_classes(const GemmParams& p, int32_t block_t, int num_sms, cudaStream_t stream) {
+  const bool broad = p.broad_rows > 0, light = p.light_max_rows > 0;
+  if (block_t != kBlockTWide || p.block_rows != kBlockTWide || (light && p.light_max_rows != kBlockTNarrow) ||
+      (broad && p.broad_rows != kBlockTBroad) || p.k_splits != 1 || !p.light_jobs_begin || !p.broad_jobs_begin)
+    return make_status(StatusCode::kInternal,
+                       "classes of experts need wide, broad and narrow tiles of the plan's rows without a K split");
+  LaunchOrder order = LaunchOrder::kAfterPrevious;
+  bool launched = false;
+  GemmParams regular = p;
+  regular.expert_class = ExpertClass::kRegular;
+  regular.next_overlaps = true;
+  NVFP4MOE_RETURN_IF_ERROR(launch_sm90<kBlockTWide>(regular, num_sms, stream, order, &launched));
+  if (launched) order = LaunchOrder::kOverlapPrevious;
+  if (broad) {
+    GemmParams b = p;
+    b.expert_class = ExpertClass::kBroad;
+    b.rect_tiles_per_expert = int32_t((int64_t(p.rect_tiles_per_expert) * block_t + kBlockTBroad - 1) / kBlockTBroad);
+    b.queue = p.queue ? p.queue + 1 : nullptr;
+    b.next_overlaps = light;
+    NVFP4MOE_RETURN_IF_ERROR(launch_sm90<kBlockTBroad>(b, num_sms, stream, order, &launched));
+    if (launched) order = LaunchOrder::kOverlapPrevious;
+  }
+  if (!light) return ok_status();
+  GemmParams l = p;
+  l.expert_class = ExpertClass::kLight;
+  l.rect_tiles_per_expert = 1;
+  l.queue = p.queue ? p.queue + 2 : nullptr;
+  return launch_sm90<kBlockTNarrow>(l, num_sms, stream, order);
 }
 
 }  // namespace
@@ -108,29 +154,12 @@ int32_t choose_k_splits(int64_t num_tokens, int64_t top_k, int64_t num_experts, 
 }
 
 Status launch_grouped_gemm(const GemmParams& p, int32_t block_t, int num_sms, cudaStream_t stream) {
-  if (p.light_max_rows > 0) {
-    // The regular experts with wide tiles, then the light ones with narrow
-    // tiles, launched to start on the SMs the first launch's tail frees
-    // (its CTAs let it be scheduled at once; it writes other rows). One
-    // class per launch, in either schedule; no K split, so the class a
-    // job falls in does not change its bits (the narrow and wide tiles sum
-    // a job's K blocks in the same order).
-    if (block_t != kBlockTWide || p.light_max_rows != kBlockTNarrow || p.k_splits != 1 || !p.light_jobs_begin)
-      return make_status(StatusCode::kInternal, "light experts need wide and narrow tiles without a K split");
-    GemmParams regular = p, light = p;
-    regular.expert_class = ExpertClass::kRegular;
-    regular.next_overlaps = true;
-    NVFP4MOE_RETURN_IF_ERROR(launch_sm90<kBlockTWide>(regular, num_sms, stream, LaunchOrder::kAfterPrevious));
-    light.expert_class = ExpertClass::kLight;
-    light.rect_tiles_per_expert = 1;
-    // Its own counter: the regular launch may still be taking items.
-    light.queue = p.queue ? p.queue + 1 : nullptr;
-    return launch_sm90<kBlockTNarrow>(light, num_sms, stream, LaunchOrder::kOverlapPrevious);
-  }
+  if (p.light_max_rows > 0 || p.broad_rows > 0) return launch_expert_classes(p, block_t, num_sms, stream);
   switch (block_t) {
     case 32: return launch_sm90<32>(p, num_sms, stream, LaunchOrder::kAfterPrevious);
     case 64: return launch_sm90<64>(p, num_sms, stream, LaunchOrder::kAfterPrevious);
     case 128: return launch_sm90<128>(p, num_sms, stream, LaunchOrder::kAfterPrevious);
+    case kBlockTBroad: return launch_sm90<kBlockTBroad>(p, num_sms, stream, LaunchOrder::kAfterPrevious);
     default: return make_status(StatusCode::kInternal, "no grouped GEMM instance for a token tile of ", block_t);
   }
 }

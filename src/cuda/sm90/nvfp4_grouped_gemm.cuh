@@ -97,9 +97,24 @@ template <> struct TileConfig<128> {
   static constexpr int kConsumers = 2, kBlocks = 2, kStages = 3, kProducerRegs = 40, kConsumerRegs = 232;
   static constexpr int kChunks = kConsumers * kBlocks;
 };
+// Broad: the wide tile at 160 tokens, for the broad experts (takes_broad_tiles,
+// plan.hpp), whose rows cost fewer 160-token tiles than 128-token tiles and a
+// remainder that dequantizes the expert's weights again (129-160 rows, say).
+// Three stages, as the wide tile has, beside an epilogue tile of half its
+// tokens (two passes). One width only: beside a 128-wide path ptxas
+// serializes its wgmmas (C7512). NOTES: H100, forced for every expert
+// (bench/results/2026-12-07-h100-7204a7f-broad-tiles-deep.json): every
+// expert at 160 rows ran qwen3 gate_up 200.0 us against 184.1 us at 128 rows
+// in the wide tile, so a 160-wide K block cost 1.086x a 128-wide one (the
+// cost model's 1.125x); with two stages and one epilogue pass (b97ec9b) it
+// had cost 1.45x.
+template <> struct TileConfig<160> {
+  static constexpr int kConsumers = 2, kBlocks = 2, kStages = 3, kProducerRegs = 40, kConsumerRegs = 232;
+  static constexpr int kChunks = kConsumers * kBlocks;
+};
 
 // The wgmma width a tile runs at: the narrowest of its kernel's widths that
-// holds tile_rows (tile_rows_for, scheduler.cuh). The narrow kernel has 32,
+// holds tile_rows (job_tile_rows, plan.hpp). The narrow kernel has 32,
 // the medium one 32 and 64, the wide one 32, 64 and 128, or with kWidth96
 // 64, 96 and 128 (wide_tile_width_96, launch.hpp): a 65-96-row tile then
 // pays for 96 columns instead of 128, a tile of at most 32 for 64 instead
@@ -107,8 +122,9 @@ template <> struct TileConfig<128> {
 // ptxas serialize its wgmmas (C7512), as a 16-wide one did.
 template <int kBlockT, bool kWidth96>
 __host__ __device__ constexpr int mma_width(int tile_rows) {
-  static_assert(!kWidth96 || kBlockT >= 128, "the 96-wide path is the wide kernel's");
-  if constexpr (kWidth96) return tile_rows <= 64 ? 64 : tile_rows <= 96 ? 96 : kBlockT;
+  static_assert(!kWidth96 || kBlockT == 128, "the 96-wide path is the wide kernel's");
+  if constexpr (kBlockT == 160) return kBlockT;
+  else if constexpr (kWidth96) return tile_rows <= 64 ? 64 : tile_rows <= 96 ? 96 : kBlockT;
   else return tile_rows <= kMinMmaWidth ? kMinMmaWidth : tile_rows <= 64 ? 64 : kBlockT;
 }
 
@@ -133,9 +149,12 @@ struct SharedStorage {
   // +8 elements: the 8 token rows of one stmatrix matrix fall in distinct
   // 16-byte bank groups.
   static constexpr int kBf16TileStride = kTileRows + 8;
+  // Tokens per epilogue pass: the broad tile's 160 in two passes of 80, so
+  // that its third pipeline stage fits beside the epilogue tile.
+  static constexpr int kPassTokens = kBlockT > 128 ? kBlockT / 2 : kBlockT;
   union {
-    float f32[kBlockT * kTileStride];
-    uint16_t bf16[kBlockT * kBf16TileStride];
+    float f32[kPassTokens * kTileStride];
+    uint16_t bf16[kPassTokens * kBf16TileStride];
   } tile;
   static_assert(kBf16TileStride * 2 <= kTileStride * 4, "the BF16 tile fits in the F32 tile's bytes");
   alignas(16) EpilogueRows rows[kBlockT];  // entries read as 16-byte vectors (epilogue.cuh)
@@ -159,7 +178,8 @@ constexpr bool register_budget_fits() {
   return kProducerThreads * C::kProducerRegs + 128 * C::kConsumers * C::kConsumerRegs <=
          threads<kBlockT>() * launch_register_cap(threads<kBlockT>());
 }
-static_assert(register_budget_fits<32>() && register_budget_fits<64>() && register_budget_fits<128>(),
+static_assert(register_budget_fits<32>() && register_budget_fits<64>() && register_budget_fits<128>() &&
+                  register_budget_fits<160>(),
               "setmaxnreg requests exceed the CTA's launch register allocation: the kernel would hang");
 
 template <int kBlockT>
@@ -169,7 +189,7 @@ constexpr size_t smem_bytes() {
 // sm_90's opt-in dynamic shared memory limit per block.
 inline constexpr size_t kMaxSmemPerBlock = 227 * 1024;
 static_assert(smem_bytes<32>() <= kMaxSmemPerBlock && smem_bytes<64>() <= kMaxSmemPerBlock &&
-                  smem_bytes<128>() <= kMaxSmemPerBlock,
+                  smem_bytes<128>() <= kMaxSmemPerBlock && smem_bytes<160>() <= kMaxSmemPerBlock,
               "pipeline stages exceed the shared memory of an SM");
 
 // The activation gather: kThreadsPerRow threads per 128-byte row, each
@@ -183,7 +203,11 @@ static_assert(smem_bytes<32>() <= kMaxSmemPerBlock && smem_bytes<64>() <= kMaxSm
 // the producer waited for an empty one 7-24% of its own (tile timeline).
 template <int kBlockT>
 struct GatherShape {
-  static constexpr int kThreadsPerRow = kBlockT >= kProducerThreads / 2 ? 2 : kProducerThreads / kBlockT;
+  // 160 rows: 4 threads per row, 5 rows each (2 would leave 2.5).
+  static constexpr int kThreadsPerRow =
+      kBlockT % kProducerThreads != 0 && kBlockT > kProducerThreads ? 4
+      : kBlockT >= kProducerThreads / 2                               ? 2
+                                                                      : kProducerThreads / kBlockT;
   static constexpr int kRowsPerThread = kBlockT * kThreadsPerRow / kProducerThreads;
   static constexpr int kRowsPerPass = kProducerThreads / kThreadsPerRow;
   static constexpr int kPieces = 8 / kThreadsPerRow;
@@ -389,17 +413,31 @@ __device__ __forceinline__ void mma_tile(const GemmParams& p, SharedStorage<kBlo
   const float* alpha = (p.epilogue == EpilogueKind::kSwiGLU && wg % 2 == 1) ? p.alpha_up : p.alpha;
   const float scale = p.k_splits > 1 ? 1.0f : (alpha ? alpha[w.expert] : 1.0f) * kWeightDownscale;
   using Smem = SharedStorage<kBlockT>;
+  // The epilogue tile holds Smem::kPassTokens tokens: every token of the
+  // tile in one pass, or (the broad tile) half of them in each of two.
+  constexpr int kTokenPasses = kBlockT / Smem::kPassTokens;
+  constexpr int kPassGroups = kAcc / 4 / kTokenPasses;  // 8-token column groups per pass
+  static_assert(kN % kTokenPasses == 0 && (kAcc / 4) % kTokenPasses == 0 && (kTokenPasses == 1 || kN == kBlockT),
+                "a broad tile's passes split its one width evenly");
+  // The tile of one token pass: its rows in the row table and the output.
+  const auto token_pass = [&](int h) {
+    WorkTile tp = w;
+    tp.row_begin += h * Smem::kPassTokens;
+    tp.num_rows = max(0, min(Smem::kPassTokens, w.num_rows - h * Smem::kPassTokens));
+    return tp;
+  };
   // Scaled, rounded and transposed into the BF16 tile by stmatrix, 4
   // matrices of 8 weight rows x 8 tokens per instruction: the values of
-  // weight rows tile_row0 + warp * 16 + (0..15) of this consumer.
-  const auto stmatrix_bf16 = [&](const float(&v)[kAcc], float v_scale, int tile_row0) {
+  // weight rows tile_row0 + warp * 16 + (0..15) of this consumer, for the
+  // tokens of pass h.
+  const auto stmatrix_bf16 = [&](const float(&v)[kAcc], float v_scale, int tile_row0, int h) {
     const int m = lane / 8, j = lane % 8;  // the matrix and token row this lane addresses
     const int tile_row = tile_row0 + warp * 16 + 8 * (m % 2);
     const uint32_t base = static_cast<uint32_t>(
         __cvta_generic_to_shared(s.tile.bf16 + (8 * (m / 2) + j) * Smem::kBf16TileStride + tile_row));
 #pragma unroll
-    for (int i = 0; i < kAcc / 4; i += 2) {
-      const float* a = v + 4 * i;
+    for (int i = 0; i < kPassGroups; i += 2) {
+      const float* a = v + 4 * (h * kPassGroups + i);
       ptx::stmatrix_x4_trans(base + i * 8 * Smem::kBf16TileStride * 2,
                              ptx::pack_bf16x2_rn(a[0] * v_scale, a[1] * v_scale),
                              ptx::pack_bf16x2_rn(a[2] * v_scale, a[3] * v_scale),
@@ -408,59 +446,72 @@ __device__ __forceinline__ void mma_tile(const GemmParams& p, SharedStorage<kBlo
     }
   };
   if constexpr (kPath == EpiloguePath::kSwiGLURows) {
-    // One pass: gate and up of this warpgroup's 64 features activated in
-    // registers (the F32 path's values, the same function), h rounded by
-    // stmatrix into a BF16 tile[token][128 features], then whole rows out.
+    // Gate and up of this warpgroup's 64 features activated in registers
+    // (the F32 path's values, the same function), then per token pass h
+    // rounded by stmatrix into a BF16 tile[token][128 features] and stored
+    // as whole rows.
     static_assert(kBlocks == 2, "a gate and an up chunk per consumer");
     ptx::named_barrier_sync(1, kConsumerThreads);  // the previous tile's stores have read s.tile, s.rows
     epilogue_fill_rows(p, w, s.rows, row_source, wg * 128 + t);
-    if (chunks_active == kBlocks) {
+    if (chunks_active == kBlocks)
       swiglu_in_place(p.act, acc[0], acc[1], (p.alpha ? p.alpha[w.expert] : 1.0f) * kWeightDownscale,
                       (p.alpha_up ? p.alpha_up[w.expert] : 1.0f) * kWeightDownscale);
-      stmatrix_bf16(acc[0], 1.0f, wg * 64);
+#pragma unroll
+    for (int h = 0; h < kTokenPasses; ++h) {
+      if (h > 0) ptx::named_barrier_sync(1, kConsumerThreads);  // pass h - 1's stores have read s.tile
+      if (chunks_active == kBlocks) stmatrix_bf16(acc[0], 1.0f, wg * 64, h);
+      ptx::named_barrier_sync(1, kConsumerThreads);
+      epilogue_store_bf16_rows<64 * Config::kConsumers, kConsumerThreads, kN / kTokenPasses>(
+          p, token_pass(h), s.tile.bf16, Smem::kBf16TileStride, s.rows + h * Smem::kPassTokens, wg * 128 + t,
+          p.n / 2);
     }
-    ptx::named_barrier_sync(1, kConsumerThreads);
-    epilogue_store_bf16_rows<64 * Config::kConsumers, kConsumerThreads, kN>(
-        p, w, s.tile.bf16, Smem::kBf16TileStride, s.rows, wg * 128 + t, p.n / 2);
   } else if constexpr (kPath == EpiloguePath::kBf16Rows) {
-    // One pass: every chunk into the BF16 tile, then whole output rows.
+    // Per token pass: every chunk into the BF16 tile, then whole output rows.
     ptx::named_barrier_sync(1, kConsumerThreads);  // the previous tile's stores have read s.tile, s.rows
     epilogue_fill_rows(p, w, s.rows, row_source, wg * 128 + t);
 #pragma unroll
-    for (int b = 0; b < kBlocks; ++b)
-      if (b < chunks_active) stmatrix_bf16(acc[b], scale, (b * Config::kConsumers + wg) * 64);
-    ptx::named_barrier_sync(1, kConsumerThreads);
-    epilogue_store_bf16_rows<Smem::kTileRows, kConsumerThreads, kN>(p, w, s.tile.bf16, Smem::kBf16TileStride, s.rows,
-                                                                     wg * 128 + t, p.n);
+    for (int h = 0; h < kTokenPasses; ++h) {
+      if (h > 0) ptx::named_barrier_sync(1, kConsumerThreads);  // pass h - 1's stores have read s.tile
+#pragma unroll
+      for (int b = 0; b < kBlocks; ++b)
+        if (b < chunks_active) stmatrix_bf16(acc[b], scale, (b * Config::kConsumers + wg) * 64, h);
+      ptx::named_barrier_sync(1, kConsumerThreads);
+      epilogue_store_bf16_rows<Smem::kTileRows, kConsumerThreads, kN / kTokenPasses>(
+          p, token_pass(h), s.tile.bf16, Smem::kBf16TileStride, s.rows + h * Smem::kPassTokens, wg * 128 + t, p.n);
+    }
   } else {
     constexpr int kStride = SharedStorage<kBlockT>::kTileStride;
     const int row = wg * 64 + warp * 16 + g;
 #pragma unroll
     for (int b = 0; b < kBlocks; ++b) {
-      // The previous pass's (or tile's) stores have read s.tile and s.rows.
-      ptx::named_barrier_sync(1, kConsumerThreads);
-      if (b == 0) epilogue_fill_rows(p, w, s.rows, row_source, wg * 128 + t);
-      if (b < chunks_active) {
 #pragma unroll
-        for (int i = 0; i < kAcc / 4; ++i) {
-          const int col = 8 * i + 2 * q;
-          s.tile.f32[col * kStride + row] = acc[b][4 * i + 0] * scale;
-          s.tile.f32[(col + 1) * kStride + row] = acc[b][4 * i + 1] * scale;
-          s.tile.f32[col * kStride + row + 8] = acc[b][4 * i + 2] * scale;
-          s.tile.f32[(col + 1) * kStride + row + 8] = acc[b][4 * i + 3] * scale;
+      for (int h = 0; h < kTokenPasses; ++h) {
+        // The previous pass's (or tile's) stores have read s.tile and s.rows.
+        ptx::named_barrier_sync(1, kConsumerThreads);
+        if (b == 0 && h == 0) epilogue_fill_rows(p, w, s.rows, row_source, wg * 128 + t);
+        if (b < chunks_active) {
+#pragma unroll
+          for (int i = 0; i < kPassGroups; ++i) {
+            const int col = 8 * i + 2 * q;  // the token, within the pass
+            const float* a = acc[b] + 4 * (h * kPassGroups + i);
+            s.tile.f32[col * kStride + row] = a[0] * scale;
+            s.tile.f32[(col + 1) * kStride + row] = a[1] * scale;
+            s.tile.f32[col * kStride + row + 8] = a[2] * scale;
+            s.tile.f32[(col + 1) * kStride + row + 8] = a[3] * scale;
+          }
         }
+        ptx::named_barrier_sync(1, kConsumerThreads);
+        // Pass b holds chunks b * kConsumers .. + kConsumers - 1: a tile of
+        // kConsumers chunks, number n_tile * kBlocks + b, to the store.
+        WorkTile pass = token_pass(h);
+        pass.n_tile = w.n_tile * kBlocks + b;
+        // The unrolled F32 rows (store_lane_rows) in the wide kernel only: in
+        // the narrow and medium ones it ran the qwen3 layer at T = 512 0.98x
+        // (bench/results/2026-12-02-h200-ab-f32-rows-loads-ahead-of-stores.json;
+        // wide: gpt-oss layer T = 2048 1.025x, deepseek 1.014x).
+        epilogue_store<Config::kConsumers, kConsumerThreads, (kBlockT >= 128 ? kN / kTokenPasses : 0)>(
+            p, pass, s.tile.f32, kStride, s.rows + h * Smem::kPassTokens, wg * 128 + t);
       }
-      ptx::named_barrier_sync(1, kConsumerThreads);
-      // Pass b holds chunks b * kConsumers .. + kConsumers - 1: a tile of
-      // kConsumers chunks, number n_tile * kBlocks + b, to the store.
-      WorkTile pass = w;
-      pass.n_tile = w.n_tile * kBlocks + b;
-      // The unrolled F32 rows (store_lane_rows) in the wide kernel only: in
-      // the narrow and medium ones it ran the qwen3 layer at T = 512 0.98x
-      // (bench/results/2026-12-02-h200-ab-f32-rows-loads-ahead-of-stores.json;
-      // wide: gpt-oss layer T = 2048 1.025x, deepseek 1.014x).
-      epilogue_store<Config::kConsumers, kConsumerThreads, (kBlockT >= 128 ? kN : 0)>(p, pass, s.tile.f32, kStride,
-                                                                                       s.rows, wg * 128 + t);
     }
   }
 }
@@ -486,14 +537,16 @@ __device__ void consumer(const GemmParams& p, SharedStorage<kBlockT>& s, int wg,
     // adding a 16-wide path to the 128 kernel makes ptxas serialize its
     // wgmmas for lack of registers (C7512).
     const int width = mma_width<kBlockT, kWidth96>(w.tile_rows);
-    if (width == 32) {
+    if constexpr (SharedStorage<kBlockT>::kPassTokens != kBlockT) {
+      mma_tile<kBlockT, kPath>(p, s, w, wg, t, chunks_active, ps);  // the broad tile: its one width
+    } else if (width == 32) {
       if constexpr (!kWidth96) mma_tile<32, kPath>(p, s, w, wg, t, chunks_active, ps);
     } else if (width == 64) {
       if constexpr (kBlockT >= 64) mma_tile<64, kPath>(p, s, w, wg, t, chunks_active, ps);
     } else if (width == 96) {
       if constexpr (kWidth96) mma_tile<96, kPath>(p, s, w, wg, t, chunks_active, ps);
     } else if constexpr (kBlockT >= 128) {
-      mma_tile<128, kPath>(p, s, w, wg, t, chunks_active, ps);
+      mma_tile<kBlockT, kPath>(p, s, w, wg, t, chunks_active, ps);
     }
   }
 }
