@@ -9,7 +9,10 @@
 // 128 + wgmma width per K block (the wide kernel's cost model, perf.md).
 //   c++ -O2 -std=c++20 -Iinclude -Itools bench/results/ncu/2026-12-06-routing-classes.cpp \
 //       build/tools/libnvfp4moe_tools.a build/libnvfp4moe.a -lpthread -o /tmp/routing-classes
-//   /tmp/routing-classes E K T ZIPF_S [LIGHT_MAX_ROWS=32] [WIDTH_96=1]   (ZIPF_S 0: uniform, -1: balanced)
+//   /tmp/routing-classes E K T ZIPF_S [LIGHT_MAX_ROWS=32] [WIDTH_96=1] [BROAD_ROWS=0]
+//   (ZIPF_S 0: uniform, -1: balanced). With BROAD_ROWS (160: the broad class,
+//   2026-12-07) the broad experts' jobs and their units (128 + BROAD_ROWS per
+//   job) are counted apart from the regular ones.
 #include <cstdio>
 #include <cstdlib>
 
@@ -36,6 +39,7 @@ int main(int argc, char** argv) {
   const double s = std::atof(argv[4]);
   const int light_max = argc > 5 ? std::atoi(argv[5]) : 32;
   const bool width_96 = argc > 6 ? std::atoi(argv[6]) != 0 : true;
+  const int broad_rows = argc > 7 ? std::atoi(argv[7]) : 0;
   nvfp4moe::bench::Routing routing;
   routing.zipf = s > 0;
   routing.zipf_s = s;
@@ -45,6 +49,7 @@ int main(int argc, char** argv) {
     nvfp4moe::PlanOptions opt;
     opt.block_rows = 128;
     opt.light_max_rows = light_max;
+    opt.broad_rows = broad_rows;
     nvfp4moe::RoutingPlan plan;
     const auto st = nvfp4moe::build_routing_plan(ids.data(), T, k, E, opt, &plan);
     if (!st.ok()) {
@@ -62,13 +67,16 @@ int main(int argc, char** argv) {
       hist[c == 0 ? 0 : c <= 8 ? 1 : c <= 16 ? 2 : c <= 32 ? 3 : 4] += 1;
     }
     long regular_units = 0;
-    for (int32_t j = 0; j < plan.light_jobs_begin; ++j) regular_units += 128 + width_of(plan.jobs[j].tile_rows, width_96);
-    const int regular_jobs = plan.light_jobs_begin;
+    for (int32_t j = 0; j < plan.broad_jobs_begin; ++j) regular_units += 128 + width_of(plan.jobs[j].tile_rows, width_96);
+    const int regular_jobs = plan.broad_jobs_begin;
+    const int broad_jobs = plan.light_jobs_begin - plan.broad_jobs_begin;
+    const long broad_units = long(broad_jobs) * (128 + broad_rows);
     const int light_jobs = static_cast<int>(plan.jobs.size()) - plan.light_jobs_begin;
     std::printf(
-        "routing %llu: hit %d, light experts %d (%d rows, %d jobs), regular jobs %d (%ld units), weight passes %d, "
-        "experts by rows: 0 %d, 1-8 %d, 9-16 %d, 17-32 %d, >32 %d, largest %d\n",
-        static_cast<unsigned long long>(r), hit, light, light_rows, light_jobs, regular_jobs, regular_units,
+        "routing %llu: hit %d, light experts %d (%d rows, %d jobs), regular jobs %d (%ld units), broad jobs %d "
+        "(%ld units), weight passes %d, experts by rows: 0 %d, 1-8 %d, 9-16 %d, 17-32 %d, >32 %d, largest %d\n",
+        static_cast<unsigned long long>(r), hit, light, light_rows, light_jobs, regular_jobs, regular_units, broad_jobs,
+        broad_units,
         static_cast<int>(plan.jobs.size()), hist[0], hist[1], hist[2], hist[3], hist[4], plan.max_count);
   }
   return 0;
