@@ -79,9 +79,12 @@ inline constexpr int64_t kTileFixedUnits = 128;
 // units against 256 + 128 + 16..32), 257-320, 385-480, 513-640; not 161-256
 // (a 128-row tile and a remainder of 33-128) nor 512 (four full tiles,
 // 1024 units against 1152).
+// 32-bit divisions (on the device a 64-bit one by a runtime value is a
+// call), 64-bit products.
 constexpr bool takes_broad_tiles(int32_t rows, int32_t block_rows, int32_t broad_rows) {
   if (broad_rows <= block_rows || rows <= block_rows) return false;
-  const int64_t broad = (int64_t(rows) + broad_rows - 1) / broad_rows * (kTileFixedUnits + broad_rows);
+  const int32_t broad_tiles = rows / broad_rows + (rows % broad_rows != 0);
+  const int64_t broad = int64_t(broad_tiles) * (kTileFixedUnits + broad_rows);
   const int32_t rest = rows % block_rows;
   const int64_t regular = int64_t(rows / block_rows) * (kTileFixedUnits + block_rows) +
                           (rest > 0 ? kTileFixedUnits + job_tile_rows(rest, block_rows) : 0);

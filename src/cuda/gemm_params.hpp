@@ -41,8 +41,8 @@ enum class ExpertClass : int32_t {
 };
 
 // The class of an expert of `rows` rows under a plan with classes: the
-// plan's own test (build_routing_plan, build_plan_kernel), for the rect
-// schedule, which walks experts rather than jobs.
+// plan's own test (build_routing_plan's mirror, build_plan_kernel, which
+// stores it per expert for the rect schedule: DevicePlan::expert_classes).
 NVFP4MOE_HOST_DEVICE inline ExpertClass expert_class_of(int32_t rows, int32_t light_max_rows, int32_t block_rows,
                                                         int32_t broad_rows) {
   if (rows > 0 && rows <= light_max_rows) return ExpertClass::kLight;
@@ -100,6 +100,7 @@ struct GemmParams {
   int32_t broad_rows = 0;
   const int32_t* light_jobs_begin = nullptr;
   const int32_t* broad_jobs_begin = nullptr;
+  const int32_t* expert_classes = nullptr;  // [E] ExpertClass of each expert (rect: which launch takes it)
   ExpertClass expert_class = ExpertClass::kAll;
 
   // Output.

@@ -362,10 +362,12 @@ __global__ void __launch_bounds__(kPlanThreads, 1)
     uint32_t light_lanes = 0;
     if (scans) {
       n = e < E ? total[e] : 0;
-      light = n > 0 && n <= light_max_rows;
+      const ExpertClass c = expert_class_of(n, light_max_rows, block_rows, broad_rows);
+      if (cta == 0 && e < E) plan.expert_classes[e] = int32_t(c);
+      light = n > 0 && c == ExpertClass::kLight;
       light_lanes = __ballot_sync(kFullMask, light);
       if (lane == 0) warp_light[warp] = __popc(light_lanes);
-      const bool broad = takes_broad_tiles(n, block_rows, broad_rows);
+      const bool broad = c == ExpertClass::kBroad;
       broad_tiles = broad ? (n + broad_rows - 1) / broad_rows : 0;
       broad_through = broad_tiles;
 #pragma unroll

@@ -167,9 +167,11 @@ struct TileScheduler {
       const int32_t tile = (item / per_row_tile) % p.rect_tiles_per_expert;
       const int32_t count = p.counts[e], rows = min(kBlockT, count - tile * kBlockT);
       if (rows <= 0) continue;  // the rectangular grid's empty tile
-      if (p.expert_class != ExpertClass::kAll &&
-          expert_class_of(count, p.light_max_rows, p.block_rows, p.broad_rows) != p.expert_class)
-        continue;  // another class's expert
+      // Another class's expert. The plan's stored class rather than the test
+      // itself: inlined here, where every warp of the GEMM kernels runs it,
+      // the test made ptxas spill 224 bytes in the broad SwiGLU kernel's
+      // epilogue (20 without it; sm_90a, -warn-spills).
+      if (p.expert_class != ExpertClass::kAll && ExpertClass(p.expert_classes[e]) != p.expert_class) continue;
       w = {e, p.offsets[e] + tile * kBlockT, rows, job_tile_rows(rows, kBlockT), n_tile, split, k_begin, k_end};
       return true;
     }
