@@ -18,12 +18,16 @@ void require(bool ok) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 4) return 0;
-  // Header: k, E (two bytes), block_rows selector; the rest is ids.
+  // Header: k, E (two bytes), a byte that selects block_rows (low 3 bits),
+  // light experts (bit 3) and broad ones (bit 4, and how much broader in the
+  // top 3 bits; broad_rows <= block_rows is rejected); the rest is ids.
   const int64_t top_k = static_cast<int8_t>(data[0]);
   const int64_t num_experts = static_cast<int16_t>(data[1] | (data[2] << 8));
   const int32_t block_rows_choices[] = {1, 2, 3, 8, 64, 128, 0, -5};
   PlanOptions opt;
   opt.block_rows = block_rows_choices[data[3] % 8];
+  if (data[3] & 8) opt.light_max_rows = opt.block_rows > 4 ? 4 : opt.block_rows;
+  if (data[3] & 16) opt.broad_rows = opt.block_rows + (data[3] >> 5) - 1;
   std::vector<int32_t> ids((size - 4) / 4);
   if (!ids.empty()) std::memcpy(ids.data(), data + 4, ids.size() * 4);
   const int64_t num_tokens = top_k > 0 ? static_cast<int64_t>(ids.size()) / top_k : static_cast<int64_t>(ids.size());
@@ -47,9 +51,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (r > plan.offsets[e]) require(plan.sorted_src[r - 1] < p);  // stable
   }
   std::vector<uint8_t> covered(static_cast<size_t>(pairs), 0);
-  for (const ExpertJob& j : plan.jobs) {
+  require(plan.broad_jobs_begin >= 0 && plan.broad_jobs_begin <= plan.light_jobs_begin &&
+          plan.light_jobs_begin <= static_cast<int32_t>(plan.jobs.size()));
+  for (size_t i = 0; i < plan.jobs.size(); ++i) {
+    const ExpertJob& j = plan.jobs[i];
+    const bool broad = static_cast<int32_t>(i) >= plan.broad_jobs_begin && static_cast<int32_t>(i) < plan.light_jobs_begin;
     require(j.expert >= 0 && j.expert < num_experts);
-    require(j.num_rows >= 1 && j.num_rows <= opt.block_rows);
+    require(j.num_rows >= 1 && j.num_rows <= (broad ? opt.broad_rows : opt.block_rows));
     require(j.row_begin >= plan.offsets[j.expert] && j.row_begin + j.num_rows <= plan.offsets[j.expert + 1]);
     for (int32_t r = j.row_begin; r < j.row_begin + j.num_rows; ++r) require(covered[r]++ == 0);
   }

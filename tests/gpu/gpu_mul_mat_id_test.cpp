@@ -843,18 +843,17 @@ void GpuMulMatId::light_experts_against_one_wide_launch(const Case& base) {
 // Broad experts (choose_plan_options) run in a launch of their own with
 // 160-row tiles between the regular and the light experts' launches, each
 // scheduled beside the one before; the class of a job must not change its
-// bits. Each token picks 4 of 16 common experts, or with probability 3% per
-// slot one of 4 rare ones: at T = 560 the common experts get ~136 rows
-// (regular at up to 128 or from 161, broad at 129-160) and the rare ones
-// ~17 (light); at T = 2240, ~544 rows (regular at 481-512, broad at
-// 385-480 and 513-640), and with N = 4096 the broad grid is persistent
-// (76 jobs x 16 N tiles, more than five waves of 132 SMs) and takes items
-// from its queue. Forced on, with and without light experts, the classes
-// equal one wide launch (NVFP4MOE_BLOCK_ROWS=128, no classes) bit for bit,
-// under both schedules, to F32 and BF16; the NMSE bound holds (run_case).
+// bits. k = 1 and experts of fixed sizes (shuffled): light ones of 1-32
+// rows, regular ones of 33-128, 161 (two tiles) and broad ones on both
+// edges of each broad range (129, 160, 257, 300, 385, 480, 600). With
+// N = 8192 both the regular and the broad grids are persistent (45 and 40
+// jobs x 32 N tiles, more than five waves of 132 SMs) and take items from
+// their queues. Forced on, with and without light experts, the classes equal
+// one wide launch (NVFP4MOE_BLOCK_ROWS=128, no classes) bit for bit, under
+// both schedules, to F32 and BF16; the NMSE bound holds (run_case).
 TEST_F(GpuMulMatId, BroadExpertsGiveTheBitsOfOneWideLaunch) {
-  for (const Case base : {Case{20, 512, 256, 560, 4, false}, Case{20, 4096, 128, 2240, 4, false}}) {
-    SCOPED_TRACE(::testing::Message() << "T " << base.T << ", N " << base.N);
+  for (const Case base : {Case{20, 512, 256, 3221, 1, false}, Case{20, 8192, 128, 3221, 1, false}}) {
+    SCOPED_TRACE(::testing::Message() << "N " << base.N);
     broad_experts_against_one_wide_launch(base);
     if (HasFatalFailure()) return;
   }
@@ -865,27 +864,25 @@ void GpuMulMatId::broad_experts_against_one_wide_launch(const Case& base) {
   const ExpertWeights w = random_weights(rng, base.E, base.N, base.K);
   cuda::DeviceExpertWeights dw;
   ASSERT_OK(cuda::upload_expert_weights(w.view(), &dw));
-  std::vector<int32_t> ids(size_t(base.T * base.k));
-  for (int64_t t = 0; t < base.T; ++t)
-    for (int64_t j = 0; j < base.k; ++j) {
-      int32_t e;
-      bool repeat;
-      do {  // distinct experts within a token
-        e = rng() % 100 < 3 ? int32_t(16 + rng() % 4) : int32_t(rng() % 16);
-        repeat = std::find(ids.begin() + t * base.k, ids.begin() + t * base.k + j, e) != ids.begin() + t * base.k + j;
-      } while (repeat);
-      ids[size_t(t * base.k + j)] = e;
-    }
+  const int32_t counts[20] = {150, 100, 300, 20, 140, 129, 161, 40, 480, 10,
+                              128, 160, 257, 5,  33,  600, 90,  385, 32, 1};
+  std::vector<int32_t> ids;
+  for (int32_t e = 0; e < 20; ++e) ids.insert(ids.end(), size_t(counts[e]), e);
+  ASSERT_EQ(int64_t(ids.size()), base.T * base.k);
+  std::shuffle(ids.begin(), ids.end(), rng);
   RoutingPlan plan;
   ASSERT_OK(build_routing_plan(ids.data(), base.T, base.k, base.E, PlanOptions{128, 32, 160}, &plan));
-  ASSERT_GT(plan.broad_jobs_begin, 0);
-  ASSERT_LT(plan.broad_jobs_begin, plan.light_jobs_begin);
-  ASSERT_LT(plan.light_jobs_begin, int32_t(plan.jobs.size()));
-  if (base.T == 2240) {
-    const int64_t items =
-        cuda::compact_class_jobs_bound(base.T * base.k, base.E, cuda::kBlockTBroad, cuda::ExpertClass::kBroad, 32, 128) *
-        (base.N / 256);
-    ASSERT_EQ(ctx->num_sms(), cuda::compact_grid_ctas(items, ctx->num_sms(), cuda::kBlockTBroad));
+  ASSERT_EQ(plan.broad_jobs_begin, 7);                        // 100, 161 (2), 40, 128, 33, 90
+  ASSERT_EQ(plan.light_jobs_begin - plan.broad_jobs_begin, 18);  // 150, 300 (2), 140, 129, 480 (3), 160, 257 (2),
+                                                                 // 600 (4), 385 (3)
+  ASSERT_EQ(int32_t(plan.jobs.size()) - plan.light_jobs_begin, 5);
+  if (base.N == 8192) {
+    const int64_t n_tiles = base.N / 256, pairs = base.T * base.k;
+    for (const auto& [tile, c] : {std::pair{cuda::kBlockTWide, cuda::ExpertClass::kRegular},
+                                  std::pair{cuda::kBlockTBroad, cuda::ExpertClass::kBroad}}) {
+      const int64_t items = cuda::compact_class_jobs_bound(pairs, base.E, tile, c, 32, 128) * n_tiles;
+      ASSERT_EQ(ctx->num_sms(), cuda::compact_grid_ctas(items, ctx->num_sms(), tile)) << "tile " << tile;
+    }
   }
   for (const DType yd : {DType::kF32, DType::kBF16})
     for (const Schedule s : {Schedule::kCompact, Schedule::kRect}) {
