@@ -405,13 +405,16 @@ PlanOptions choose_plan_options(int64_t num_tokens, int64_t top_k, int64_t num_e
   // dequantizes the expert's weights a second time; one 160-row tile
   // dequantizes them once. Which experts are broad is the device's choice,
   // from their rows (takes_broad_tiles, plan.hpp).
-  // NOTES: H100, every expert forced to 160-row tiles against the policy
-  // (bench/results/2026-12-07-h100-7204a7f-broad-tiles-deep.json), uniform
-  // routing at 128 rows per expert: qwen3 T = 2048 gate_up 1.155x, down
-  // 1.089x, layer 1.141x; mixtral T = 512 down 1.488x, gate_up 1.143x;
-  // gpt-oss T = 1024 1.12-1.22x; where every expert has 128 rows (balanced
-  // routing) 0.97-0.99x, and with Zipf(1.2) 0.86-0.91x (every expert forced,
-  // which the class does not do).
+  // NOTES: H100, the class against main without it (bench/results/2026-12-07-
+  // h100-ab-0937dc6-broad-experts.json): uniform routing at 128 rows per
+  // expert, qwen3 T = 2048 gate_up 1.117x, down 1.074x, layer 1.088x;
+  // mixtral T = 512 down 1.463x, gate_up 1.213x; gpt-oss T = 1024
+  // 1.14-1.18x; T = 8192 deepseek 1.07-1.15x, mixtral down 1.11x, qwen3
+  // 1.01-1.02x. Where few experts are broad the third launch costs 2-9 us:
+  // qwen3 T = 2048 with Zipf(1.2) 0.971-0.996x, balanced routing (every
+  // expert 128 rows, none broad) 0.955-0.993x, T = 1536 down 0.966x. Forced
+  // on at 64 rows per expert (deepseek T = 2048, Zipf) 0.95-1.04x, hence
+  // the line at 96.
   constexpr int64_t kBroadMinAvgRows = 96;
   const char* forced_broad = std::getenv("NVFP4MOE_BROAD_EXPERTS");  // experiments and tests: 0 or 1
   const bool broad = forced_broad ? forced_broad[0] == '1'
