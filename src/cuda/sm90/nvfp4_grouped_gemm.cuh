@@ -115,7 +115,7 @@ template <> struct TileConfig<160> {
 
 // The wgmma width a tile runs at: the narrowest of its kernel's widths that
 // holds tile_rows (job_tile_rows, plan.hpp). The narrow kernel has 32,
-// the medium one 32 and 64, the wide one 32, 64 and 128, or with kWidth96
+// the medium one 32 and 64, the broad one 160, the wide one 32, 64 and 128, or with kWidth96
 // 64, 96 and 128 (wide_tile_width_96, launch.hpp): a 65-96-row tile then
 // pays for 96 columns instead of 128, a tile of at most 32 for 64 instead
 // of 32. NOTES: a fourth width in the wide kernel (32, 64, 96 and 128) makes
