@@ -82,7 +82,7 @@ inline constexpr int64_t kTileFixedUnits = 128;
 // 32-bit divisions (on the device a 64-bit one by a runtime value is a
 // call), 64-bit products.
 constexpr bool takes_broad_tiles(int32_t rows, int32_t block_rows, int32_t broad_rows) {
-  if (broad_rows <= block_rows || rows <= block_rows) return false;
+  if (block_rows <= 0 || broad_rows <= block_rows || rows <= block_rows) return false;
   const int32_t broad_tiles = rows / broad_rows + (rows % broad_rows != 0);
   const int64_t broad = int64_t(broad_tiles) * (kTileFixedUnits + broad_rows);
   const int32_t rest = rows % block_rows;

@@ -183,6 +183,8 @@ TEST(PlanTest, BroadTilesWhereTheyCostLess) {
   }
   EXPECT_FALSE(takes_broad_tiles(150, 128, 0));    // no broad class
   EXPECT_FALSE(takes_broad_tiles(150, 128, 128));  // not broader than the regular tile
+  EXPECT_FALSE(takes_broad_tiles(150, 0, 0));      // no tile: no division by it
+  EXPECT_FALSE(takes_broad_tiles(150, -5, 0));
   EXPECT_TRUE(takes_broad_tiles(INT32_MAX, 128, 160));  // no overflow near the int32 limit
 }
 
