@@ -55,7 +55,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
           plan.light_jobs_begin <= static_cast<int32_t>(plan.jobs.size()));
   for (size_t i = 0; i < plan.jobs.size(); ++i) {
     const ExpertJob& j = plan.jobs[i];
-    const bool broad = static_cast<int32_t>(i) >= plan.broad_jobs_begin && static_cast<int32_t>(i) < plan.light_jobs_begin;
+    const int32_t job = static_cast<int32_t>(i);
+    const bool broad = job >= plan.broad_jobs_begin && job < plan.light_jobs_begin;
     require(j.expert >= 0 && j.expert < num_experts);
     require(j.num_rows >= 1 && j.num_rows <= (broad ? opt.broad_rows : opt.block_rows));
     require(j.row_begin >= plan.offsets[j.expert] && j.row_begin + j.num_rows <= plan.offsets[j.expert + 1]);

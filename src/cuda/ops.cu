@@ -451,8 +451,8 @@ Status launch_plan(Context& ctx, const int32_t* ids, int64_t num_tokens, int64_t
   m.plan_block_rows = block_rows;
   m.plan_light_max_rows = light_max_rows;
   m.plan_broad_rows = broad_rows;
-  return launch_build_plan(ids, num_tokens, top_k, num_experts, block_rows, light_max_rows, broad_rows, m.plan(), stream,
-                           next_overlaps);
+  return launch_build_plan(ids, num_tokens, top_k, num_experts, block_rows, light_max_rows, broad_rows, m.plan(),
+                           stream, next_overlaps);
 }
 
 }  // namespace

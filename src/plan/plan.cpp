@@ -110,7 +110,8 @@ Status build_routing_plan(const int32_t* ids, int64_t num_tokens, int64_t top_k,
       return takes_broad_tiles(n, opt.block_rows, opt.broad_rows) ? kBroad : kRegular;
     };
     size_t num_jobs = 0;
-    for (int32_t e = 0; e < E; ++e) num_jobs += (plan.counts[e] + static_cast<int64_t>(opt.block_rows) - 1) / opt.block_rows;
+    for (int32_t e = 0; e < E; ++e)
+      num_jobs += (plan.counts[e] + static_cast<int64_t>(opt.block_rows) - 1) / opt.block_rows;
     plan.jobs.reserve(num_jobs);
     for (const Class pass : {kRegular, kBroad, kLight}) {
       if (pass == kBroad) plan.broad_jobs_begin = static_cast<int32_t>(plan.jobs.size());

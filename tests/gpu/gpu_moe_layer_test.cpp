@@ -49,6 +49,8 @@ class GpuMoeLayer : public GpuTest {
   }
 
   // Runs the layer on the device; returns out [T][H].
+  void classes_against_one_wide_launch(const LayerCase& c, std::mt19937_64& rng, const std::vector<int32_t>& ids,
+                                       bool broad);
   std::vector<float> run(const LayerCase& c, const cuda::DeviceMoeLayer& layer, const cuda::DeviceBuffer& dx,
                          const cuda::DeviceBuffer& dids, const cuda::DeviceBuffer& dw, bool unfused,
                          Schedule schedule) {
@@ -383,30 +385,40 @@ TEST_F(GpuMoeLayer, LightExpertsGiveTheBitsOfOneWideLaunch) {
   }
   if (HasFatalFailure()) return;
   std::mt19937_64 rng(test_seed());
-  Built b = build(rng, c);
-  cuda::DeviceMoeLayer layer;
-  ASSERT_OK(cuda::upload_moe_layer(b.view, b.act, &layer));
-  const cuda::DeviceBuffer dx = to_device(random_normal(rng, size_t(c.T * c.H), 1.0f));
   const std::vector<int32_t> ids = random_ids(rng, c.T, c.k, c.E);
   RoutingPlan plan;
   ASSERT_OK(build_routing_plan(ids.data(), c.T, c.k, c.E, PlanOptions{128, 32}, &plan));
   ASSERT_GT(plan.light_jobs_begin, 0);
   ASSERT_LT(plan.light_jobs_begin, int32_t(plan.jobs.size()));
+  classes_against_one_wide_launch(c, rng, ids, false);
+}
+
+// The layer on ids with classes of experts forced on (light experts, and
+// broad ones with `broad`) equals the layer with one wide tile for every
+// expert (classes off, NVFP4MOE_BLOCK_ROWS=128) bit for bit, under both
+// schedules, and writes every output.
+void GpuMoeLayer::classes_against_one_wide_launch(const LayerCase& c, std::mt19937_64& rng,
+                                                  const std::vector<int32_t>& ids, bool broad) {
+  Built b = build(rng, c);
+  cuda::DeviceMoeLayer layer;
+  ASSERT_OK(cuda::upload_moe_layer(b.view, b.act, &layer));
+  const cuda::DeviceBuffer dx = to_device(random_normal(rng, size_t(c.T * c.H), 1.0f));
   const cuda::DeviceBuffer dids = to_device(ids);
   const cuda::DeviceBuffer dw = to_device(std::vector<float>(c.T * c.k, 0.625f));
   for (const Schedule s : {Schedule::kCompact, Schedule::kRect}) {
-    std::vector<float> light, wide;
+    std::vector<float> classes, wide;
     {
-      const ScopedEnv on("NVFP4MOE_EXPERT_CLASSES", "1");
-      light = run(c, layer, dx, dids, dw, false, s);
+      const ScopedEnv broad_on("NVFP4MOE_BROAD_EXPERTS", broad ? "1" : "0");
+      const ScopedEnv light_on("NVFP4MOE_EXPERT_CLASSES", "1");
+      classes = run(c, layer, dx, dids, dw, false, s);
     }
     {
       const ScopedEnv off("NVFP4MOE_EXPERT_CLASSES", "0");
       const ScopedEnv tile("NVFP4MOE_BLOCK_ROWS", "128");
       wide = run(c, layer, dx, dids, dw, false, s);
     }
-    for (size_t i = 0; i < light.size(); ++i) ASSERT_FALSE(std::isnan(light[i])) << "out[" << i << "] not written";
-    EXPECT_EQ(0, std::memcmp(light.data(), wide.data(), light.size() * 4)) << "schedule " << int(s);
+    for (size_t i = 0; i < classes.size(); ++i) ASSERT_FALSE(std::isnan(classes[i])) << "out[" << i << "] not written";
+    EXPECT_EQ(0, std::memcmp(classes.data(), wide.data(), classes.size() * 4)) << "schedule " << int(s);
   }
 }
 
@@ -425,31 +437,11 @@ TEST_F(GpuMoeLayer, BroadExpertsGiveTheBitsOfOneWideLaunch) {
   }
   if (HasFatalFailure()) return;
   std::mt19937_64 rng(test_seed());
-  Built b = build(rng, c);
-  cuda::DeviceMoeLayer layer;
-  ASSERT_OK(cuda::upload_moe_layer(b.view, b.act, &layer));
-  const cuda::DeviceBuffer dx = to_device(random_normal(rng, size_t(c.T * c.H), 1.0f));
   const std::vector<int32_t> ids = random_ids_with_hot_expert(rng, c.T, c.k, c.E, 0);
   RoutingPlan plan;
   ASSERT_OK(build_routing_plan(ids.data(), c.T, c.k, c.E, PlanOptions{128, 32, 160}, &plan));
   ASSERT_LT(plan.broad_jobs_begin, plan.light_jobs_begin);
-  const cuda::DeviceBuffer dids = to_device(ids);
-  const cuda::DeviceBuffer dw = to_device(std::vector<float>(c.T * c.k, 0.625f));
-  for (const Schedule s : {Schedule::kCompact, Schedule::kRect}) {
-    std::vector<float> classes, wide;
-    {
-      const ScopedEnv broad("NVFP4MOE_BROAD_EXPERTS", "1");
-      const ScopedEnv light("NVFP4MOE_EXPERT_CLASSES", "1");
-      classes = run(c, layer, dx, dids, dw, false, s);
-    }
-    {
-      const ScopedEnv off("NVFP4MOE_EXPERT_CLASSES", "0");
-      const ScopedEnv tile("NVFP4MOE_BLOCK_ROWS", "128");
-      wide = run(c, layer, dx, dids, dw, false, s);
-    }
-    for (size_t i = 0; i < classes.size(); ++i) ASSERT_FALSE(std::isnan(classes[i])) << "out[" << i << "] not written";
-    EXPECT_EQ(0, std::memcmp(classes.data(), wide.data(), classes.size() * 4)) << "schedule " << int(s);
-  }
+  classes_against_one_wide_launch(c, rng, ids, true);
 }
 
 // At decode sizes the down streamer and the combine are launched to overlap

@@ -4,6 +4,7 @@
 #include <functional>
 #include <numeric>
 #include <string>
+#include <utility>
 
 #include "cuda/launch.hpp"
 #include "gpu_test_util.hpp"
@@ -42,6 +43,17 @@ class GpuMulMatId : public GpuTest {
   // Runs one case on the device, returns the output and NMSE vs float64.
   void light_experts_against_one_wide_launch(const Case& base);
   void broad_experts_against_one_wide_launch(const Case& base);
+  // A way to run a case with classes of experts: the environment it sets,
+  // what it is (for the failure message), and whether only the compact
+  // schedule has it.
+  struct ClassVariant {
+    const char* what;
+    std::vector<std::pair<const char*, const char*>> env;
+    bool compact_only = false;
+  };
+  void variants_against_one_wide_launch(const Case& base, const std::mt19937_64& rng, const std::vector<int32_t>& ids,
+                                        const ExpertWeights& w, const cuda::DeviceExpertWeights& dw,
+                                        const std::vector<ClassVariant>& variants);
   void run_case(const Case& c, std::mt19937_64& rng, const std::vector<int32_t>& ids, const ExpertWeights& w,
                 const cuda::DeviceExpertWeights& dw, CaseRun* out) {
     const int64_t x_rows = c.per_slot ? c.T * c.k : c.T;
@@ -799,44 +811,56 @@ void GpuMulMatId::light_experts_against_one_wide_launch(const Case& base) {
   ASSERT_OK(build_routing_plan(ids.data(), base.T, base.k, base.E, PlanOptions{128, 32}, &plan));
   ASSERT_GT(plan.light_jobs_begin, 0);
   ASSERT_LT(plan.light_jobs_begin, int32_t(plan.jobs.size()));
+  // The light launch on 3 CTAs (NVFP4MOE_LIGHT_GRID, an experiments cap):
+  // its CTAs take every item from the queue.
+  variants_against_one_wide_launch(
+      base, rng, ids, w, dw,
+      {{"light experts' launch", {{"NVFP4MOE_EXPERT_CLASSES", "1"}}},
+       {"the light launch on 3 CTAs", {{"NVFP4MOE_EXPERT_CLASSES", "1"}, {"NVFP4MOE_LIGHT_GRID", "3"}}, true}});
+}
+
+// Runs base to F32 and BF16 outputs under both schedules with each variant's
+// environment, and with one wide launch (classes off, NVFP4MOE_BLOCK_ROWS=128),
+// on the same x, and expects every variant's bits to be the wide launch's;
+// the first variant also meets the NMSE bound. The float64 reference on a
+// sample of pairs: every output is compared bit for bit with the wide
+// launch's and checked for the poison, and the full reference of every run
+// made the light-experts test the suite's slowest.
+void GpuMulMatId::variants_against_one_wide_launch(const Case& base, const std::mt19937_64& rng,
+                                                   const std::vector<int32_t>& ids, const ExpertWeights& w,
+                                                   const cuda::DeviceExpertWeights& dw,
+                                                   const std::vector<ClassVariant>& variants) {
   for (const DType yd : {DType::kF32, DType::kBF16})
     for (const Schedule s : {Schedule::kCompact, Schedule::kRect}) {
       SCOPED_TRACE(::testing::Message() << "schedule " << int(s) << ", y dtype " << int(yd));
       Case c = base;
       c.y_dtype = yd;
       c.schedule = s;
-      // The float64 reference on a sample of pairs: every output is compared
-      // bit for bit with the wide launch's and checked for the poison, and
-      // the full reference of every run made the test the suite's slowest.
       c.sample_pairs = 512;
-      CaseRun light, capped, wide;
-      std::mt19937_64 rng_light = rng, rng_capped = rng, rng_wide = rng;  // the same x for every run
-      {
-        const ScopedEnv on("NVFP4MOE_EXPERT_CLASSES", "1");
-        run_case(c, rng_light, ids, w, dw, &light);
+      std::vector<CaseRun> runs(variants.size());
+      for (size_t i = 0; i < variants.size(); ++i) {
+        if (variants[i].compact_only && s != Schedule::kCompact) continue;
+        std::vector<std::unique_ptr<ScopedEnv>> env;
+        for (const auto& [name, value] : variants[i].env) env.push_back(std::make_unique<ScopedEnv>(name, value));
+        std::mt19937_64 rng_x = rng;  // the same x for every run
+        run_case(c, rng_x, ids, w, dw, &runs[i]);
         if (HasFatalFailure()) return;
-        // The light launch on 3 CTAs (NVFP4MOE_LIGHT_GRID, an experiments
-        // cap): its CTAs take every item from the queue.
-        if (s == Schedule::kCompact) {
-          const ScopedEnv grid("NVFP4MOE_LIGHT_GRID", "3");
-          run_case(c, rng_capped, ids, w, dw, &capped);
-        }
       }
-      if (HasFatalFailure()) return;
+      CaseRun wide;
       {
         const ScopedEnv off("NVFP4MOE_EXPERT_CLASSES", "0");
         const ScopedEnv tile("NVFP4MOE_BLOCK_ROWS", "128");
-        run_case(c, rng_wide, ids, w, dw, &wide);
+        std::mt19937_64 rng_x = rng;
+        run_case(c, rng_x, ids, w, dw, &wide);
       }
       if (HasFatalFailure()) return;
-      EXPECT_LE(light.nmse, yd == DType::kF32 ? kNmseF32Out : kNmseBf16Out);
-      ASSERT_EQ(light.y.size(), wide.y.size());
-      EXPECT_EQ(0, std::memcmp(light.y.data(), wide.y.data(), light.y.size() * 4))
-          << "light experts' launch differs from one wide launch";
-      if (s != Schedule::kCompact) continue;
-      ASSERT_EQ(capped.y.size(), wide.y.size());
-      EXPECT_EQ(0, std::memcmp(capped.y.data(), wide.y.data(), capped.y.size() * 4))
-          << "the light launch on 3 CTAs differs from one wide launch";
+      EXPECT_LE(runs[0].nmse, yd == DType::kF32 ? kNmseF32Out : kNmseBf16Out);
+      for (size_t i = 0; i < variants.size(); ++i) {
+        if (variants[i].compact_only && s != Schedule::kCompact) continue;
+        ASSERT_EQ(runs[i].y.size(), wide.y.size()) << variants[i].what;
+        EXPECT_EQ(0, std::memcmp(runs[i].y.data(), wide.y.data(), wide.y.size() * 4))
+            << variants[i].what << " differs from one wide launch";
+      }
     }
 }
 
@@ -884,40 +908,10 @@ void GpuMulMatId::broad_experts_against_one_wide_launch(const Case& base) {
       ASSERT_EQ(ctx->num_sms(), cuda::compact_grid_ctas(items, ctx->num_sms(), tile)) << "tile " << tile;
     }
   }
-  for (const DType yd : {DType::kF32, DType::kBF16})
-    for (const Schedule s : {Schedule::kCompact, Schedule::kRect}) {
-      SCOPED_TRACE(::testing::Message() << "schedule " << int(s) << ", y dtype " << int(yd));
-      Case c = base;
-      c.y_dtype = yd;
-      c.schedule = s;
-      c.sample_pairs = 512;  // the float64 reference on a sample; every output is compared bit for bit
-      CaseRun broad, broad_only, wide;
-      std::mt19937_64 rng_broad = rng, rng_broad_only = rng, rng_wide = rng;  // the same x for every run
-      {
-        const ScopedEnv on("NVFP4MOE_BROAD_EXPERTS", "1");
-        {
-          const ScopedEnv light("NVFP4MOE_EXPERT_CLASSES", "1");
-          run_case(c, rng_broad, ids, w, dw, &broad);
-        }
-        if (HasFatalFailure()) return;
-        const ScopedEnv no_light("NVFP4MOE_EXPERT_CLASSES", "0");
-        run_case(c, rng_broad_only, ids, w, dw, &broad_only);
-      }
-      if (HasFatalFailure()) return;
-      {
-        const ScopedEnv off("NVFP4MOE_EXPERT_CLASSES", "0");
-        const ScopedEnv tile("NVFP4MOE_BLOCK_ROWS", "128");
-        run_case(c, rng_wide, ids, w, dw, &wide);
-      }
-      if (HasFatalFailure()) return;
-      EXPECT_LE(broad.nmse, yd == DType::kF32 ? kNmseF32Out : kNmseBf16Out);
-      ASSERT_EQ(broad.y.size(), wide.y.size());
-      ASSERT_EQ(broad_only.y.size(), wide.y.size());
-      EXPECT_EQ(0, std::memcmp(broad.y.data(), wide.y.data(), broad.y.size() * 4))
-          << "regular, broad and light launches differ from one wide launch";
-      EXPECT_EQ(0, std::memcmp(broad_only.y.data(), wide.y.data(), broad_only.y.size() * 4))
-          << "regular and broad launches differ from one wide launch";
-    }
+  variants_against_one_wide_launch(
+      base, rng, ids, w, dw,
+      {{"regular, broad and light launches", {{"NVFP4MOE_BROAD_EXPERTS", "1"}, {"NVFP4MOE_EXPERT_CLASSES", "1"}}},
+       {"regular and broad launches", {{"NVFP4MOE_BROAD_EXPERTS", "1"}, {"NVFP4MOE_EXPERT_CLASSES", "0"}}}});
 }
 
 // The op captured in a graph (global capture mode: any host synchronization
