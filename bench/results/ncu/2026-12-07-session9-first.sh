@@ -28,3 +28,12 @@ AB_REPS=${AB_REPS:-2} "$here/2026-12-07-two-binaries-ab.sh" /tmp/main/nvfp4moe /
 --preset gpt-oss-20b --op gate_up,down --tokens 1024 --routing uniform,zipf:1.2" > /dev/null
 cp "$out/ab/ab.txt" "$out/ab.txt"
 tail -n 2 "$out/ab.txt"
+# Where qwen3's T = 2048 time goes by expert class (target 4: Zipf ~15% behind
+# uniform since the broad class): each class's launch timed on its own under
+# ncu (three launches per call: 9 = the first three warm-up calls).
+CD_LAUNCHES=9 timeout 150 "$here/2026-12-06-class-durations.sh" /tmp/main "$out/classes" \
+  "--preset qwen3-30b-a3b --op gate_up --tokens 2048 --routing uniform;\
+--preset qwen3-30b-a3b --op gate_up --tokens 2048 --routing zipf:1.2;\
+--preset qwen3-30b-a3b --op gate_up --tokens 2048 --routing balanced" > /dev/null 2>&1
+echo "class durations rc=$?"; cp "$out/classes/durations.csv" "$out/class-durations.csv" 2>/dev/null
+cat "$out/class-durations.csv" 2>/dev/null | head -n 40
