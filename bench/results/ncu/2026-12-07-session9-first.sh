@@ -28,6 +28,13 @@ AB_REPS=${AB_REPS:-2} "$here/2026-12-07-two-binaries-ab.sh" /tmp/main/nvfp4moe /
 --preset gpt-oss-20b --op gate_up,down --tokens 1024 --routing uniform,zipf:1.2" > /dev/null
 cp "$out/ab/ab.txt" "$out/ab.txt"
 tail -n 2 "$out/ab.txt"
+# The class against no class on the cases where it lost (Zipf, balanced,
+# T = 1536 down): main's binary with NVFP4MOE_BROAD_EXPERTS=0 as "new".
+printf '#!/bin/sh\nNVFP4MOE_BROAD_EXPERTS=0 exec /tmp/main/nvfp4moe "$@"\n' > /tmp/main/no-broad && chmod +x /tmp/main/no-broad
+AB_REPS=2 "$here/2026-12-07-two-binaries-ab.sh" /tmp/main/nvfp4moe /tmp/main/no-broad "$out/nobroad" \
+  "--preset qwen3-30b-a3b --op gate_up,down,layer --tokens 2048 --routing zipf:1.2,balanced;\
+--preset qwen3-30b-a3b --op down --tokens 1536 --routing uniform" > /dev/null
+cp "$out/nobroad/ab.txt" "$out/ab-no-broad.txt"
 # Where qwen3's T = 2048 time goes by expert class (target 4: Zipf ~15% behind
 # uniform since the broad class): each class's launch timed on its own under
 # ncu (three launches per call: 9 = the first three warm-up calls).
