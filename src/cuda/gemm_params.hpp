@@ -41,8 +41,7 @@ enum class ExpertClass : int32_t {
 };
 
 // The class of an expert of `rows` rows under a plan with classes: the
-// plan's own test (build_routing_plan's mirror, build_plan_kernel, which
-// stores it per expert for the rect schedule: DevicePlan::expert_classes).
+// plan's own test (build_routing_plan's mirror, build_plan_kernel).
 NVFP4MOE_HOST_DEVICE inline ExpertClass expert_class_of(int32_t rows, int32_t light_max_rows, int32_t block_rows,
                                                         int32_t broad_rows) {
   if (rows > 0 && rows <= light_max_rows) return ExpertClass::kLight;
@@ -93,14 +92,13 @@ struct GemmParams {
   // *broad_jobs_begin; launch_grouped_gemm runs the regular experts with
   // wide tiles, then the broad ones with broad tiles and the light ones with
   // narrow tiles, each launch filling the previous one's tail. It sets
-  // expert_class for each launch; both schedules take the same class.
+  // expert_class for each launch. Compact only: rect plans without classes.
   // block_rows: the plan's (the regular experts' tile).
   int32_t block_rows = 0;
   int32_t light_max_rows = 0;
   int32_t broad_rows = 0;
   const int32_t* light_jobs_begin = nullptr;
   const int32_t* broad_jobs_begin = nullptr;
-  const int32_t* expert_classes = nullptr;  // [E] ExpertClass of each expert (rect: which launch takes it)
   ExpertClass expert_class = ExpertClass::kAll;
 
   // Output.

@@ -179,7 +179,6 @@ struct Context::Impl {
   // Plan storage, sized for cap_pairs routed rows and cap_experts experts.
   int64_t cap_pairs = -1, cap_experts = -1;
   DeviceBuffer counts, offsets, sorted_src, inverse, jobs, scalars;  // scalars: num_jobs, max_count, status
-  DeviceBuffer expert_classes;
   // The plan kernel's scratch: grid_sync holds the GridBarrier (zeroed once)
   // and then one first-bad word per CTA; cta_counts one row per CTA. Up to
   // num_sms CTAs (plan_grid_ctas).
@@ -216,7 +215,6 @@ struct Context::Impl {
     d.status = reinterpret_cast<PlanStatus*>(s + 2);
     d.light_jobs_begin = s + 6;
     d.broad_jobs_begin = s + 7;
-    d.expert_classes = expert_classes.as<int32_t>();
     d.barrier = grid_sync.as<GridBarrier>();
     d.cta_first_bad = reinterpret_cast<int32_t*>(d.barrier + 1);
     d.cta_counts = cta_counts.as<int32_t>();
@@ -254,7 +252,6 @@ struct Context::Impl {
     const size_t jobs_bytes =
         sizeof(ExpertJob) * size_t(max_jobs(pairs, experts, std::min<int32_t>(min_block_rows, kMinTileRows)));
     NVFP4MOE_RETURN_IF_ERROR(grow(&counts, sizeof(int32_t) * experts, stream, "plan.counts"));
-    NVFP4MOE_RETURN_IF_ERROR(grow(&expert_classes, sizeof(int32_t) * experts, stream, "plan.expert_classes"));
     NVFP4MOE_RETURN_IF_ERROR(grow(&offsets, sizeof(int32_t) * (experts + 1), stream, "plan.offsets"));
     NVFP4MOE_RETURN_IF_ERROR(grow(&sorted_src, sizeof(int32_t) * pairs, stream, "plan.sorted_src"));
     NVFP4MOE_RETURN_IF_ERROR(grow(&inverse, sizeof(int32_t) * pairs, stream, "plan.inverse"));
@@ -609,7 +606,6 @@ Status gemm_params(Context::Impl& m, const DeviceExpertWeights& w, Schedule sche
   p.broad_rows = m.plan_broad_rows;
   p.light_jobs_begin = d.light_jobs_begin;
   p.broad_jobs_begin = d.broad_jobs_begin;
-  p.expert_classes = d.expert_classes;
   p.sorted_rows = m.plan_tokens * m.plan_top_k;
   // The classes' launches sum each job's K in one piece (their tiles agree
   // bit for bit), so only a plan without classes splits K.

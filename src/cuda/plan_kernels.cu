@@ -363,7 +363,6 @@ __global__ void __launch_bounds__(kPlanThreads, 1)
     if (scans) {
       n = e < E ? total[e] : 0;
       const ExpertClass c = expert_class_of(n, light_max_rows, block_rows, broad_rows);
-      if (cta == 0 && e < E) plan.expert_classes[e] = int32_t(c);
       light = n > 0 && c == ExpertClass::kLight;
       light_lanes = __ballot_sync(kFullMask, light);
       if (lane == 0) warp_light[warp] = __popc(light_lanes);

@@ -38,7 +38,6 @@ struct DevicePlan {
   int32_t* num_jobs;    // [1]
   int32_t* light_jobs_begin;  // [1] RoutingPlan::light_jobs_begin
   int32_t* broad_jobs_begin;  // [1] RoutingPlan::broad_jobs_begin
-  int32_t* expert_classes;    // [E] ExpertClass (expert_class_of) of each expert, for the rect schedule
   int32_t* max_count;   // [1]
   PlanStatus* status;   // [1]
   // Scratch the CTAs of one build exchange through (not part of the plan).

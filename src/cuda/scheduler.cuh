@@ -23,9 +23,9 @@
 //          compact schedule replaces.
 // Both cut an expert's rows into the same block_t-row tiles of the same
 // width, so a tile's arithmetic, and hence every output bit, is the same
-// under either. With light experts (GemmParams::light_max_rows) a launch
-// takes one class of experts under either schedule: a range of the job
-// list, or the rect grid's experts of that class.
+// under either. With classes of experts (GemmParams::light_max_rows,
+// broad_rows) a compact launch takes one class, a range of the job list;
+// rect runs without classes, one grid at the plan's tile.
 #pragma once
 
 #include <cstdint>
@@ -167,11 +167,6 @@ struct TileScheduler {
       const int32_t tile = (item / per_row_tile) % p.rect_tiles_per_expert;
       const int32_t count = p.counts[e], rows = min(kBlockT, count - tile * kBlockT);
       if (rows <= 0) continue;  // the rectangular grid's empty tile
-      // Another class's expert. The plan's stored class rather than the test
-      // itself: inlined here, where every warp of the GEMM kernels runs it,
-      // the test made ptxas spill 224 bytes in the broad SwiGLU kernel's
-      // epilogue (20 without it; sm_90a, -warn-spills).
-      if (p.expert_class != ExpertClass::kAll && ExpertClass(p.expert_classes[e]) != p.expert_class) continue;
       w = {e, p.offsets[e] + tile * kBlockT, rows, job_tile_rows(rows, kBlockT), n_tile, split, k_begin, k_end};
       return true;
     }

@@ -97,16 +97,18 @@ Status launch_sm90(const GemmParams& p, int num_sms, cudaStream_t stream, Launch
 // then the light ones with narrow tiles, each launch scheduled to start on
 // the SMs the previous one's tail frees (its CTAs let it be scheduled at
 // once; it writes other rows) and each with its own queue counter, since the
-// launch before may still be taking items. One class per launch, in either
-// schedule; no K split, so the class a job falls in does not change its
-// bits (every tile sums a job's K blocks in the same order, whatever its
-// width).
+// launch before may still be taking items. Compact only (rect runs one
+// grid at the plan's tile: schedule_plan_options, ops.cu); no K split, so
+// the class a job falls in does not change its bits (every tile sums a
+// job's K blocks in the same order, whatever its width).
 Status launch_expert_classes(const GemmParams& p, int32_t block_t, int num_sms, cudaStream_t stream) {
   const bool broad = p.broad_rows > 0, light = p.light_max_rows > 0;
   if (block_t != kBlockTWide || p.block_rows != kBlockTWide || (light && p.light_max_rows != kBlockTNarrow) ||
-      (broad && p.broad_rows != kBlockTBroad) || p.k_splits != 1 || !p.light_jobs_begin || !p.broad_jobs_begin)
+      (broad && p.broad_rows != kBlockTBroad) || p.k_splits != 1 || !p.light_jobs_begin || !p.broad_jobs_begin ||
+      p.schedule != Schedule::kCompact)
     return make_status(StatusCode::kInternal,
-                       "classes of experts need wide, broad and narrow tiles of the plan's rows without a K split");
+                       "classes of experts need the compact schedule and wide, broad and narrow tiles of the plan's "
+                       "rows without a K split");
   LaunchOrder order = LaunchOrder::kAfterPrevious;
   bool launched = false;
   GemmParams regular = p;
@@ -117,7 +119,6 @@ Status launch_expert_classes(const GemmParams& p, int32_t block_t, int num_sms, 
   if (broad) {
     GemmParams b = p;
     b.expert_class = ExpertClass::kBroad;
-    b.rect_tiles_per_expert = int32_t((int64_t(p.rect_tiles_per_expert) * block_t + kBlockTBroad - 1) / kBlockTBroad);
     b.queue = p.queue ? p.queue + 1 : nullptr;
     b.next_overlaps = light;
     NVFP4MOE_RETURN_IF_ERROR(launch_sm90<kBlockTBroad>(b, num_sms, stream, order, &launched));
@@ -126,7 +127,6 @@ Status launch_expert_classes(const GemmParams& p, int32_t block_t, int num_sms, 
   if (!light) return ok_status();
   GemmParams l = p;
   l.expert_class = ExpertClass::kLight;
-  l.rect_tiles_per_expert = 1;
   l.queue = p.queue ? p.queue + 2 : nullptr;
   return launch_sm90<kBlockTNarrow>(l, num_sms, stream, order);
 }
