@@ -427,9 +427,11 @@ namespace {
 // one grid at the plan's tile, no expert classes, whose launches would each
 // be a rectangular grid of their own. The bits are the classes' (no class
 // splits K; the classes' tests compare them with one wide launch).
-// NOTES (experiment, exp/rect-one-grid): with the broad class rect ran three
-// grids and qwen3 T = 2048 18-35% slower than with two (bench/results/
-// 2026-12-08-h100-f270dc3-prefill.json against ...-e5bfe9b-prefill.json).
+// NOTES: with the broad class rect ran three grids and qwen3 T = 2048
+// 18-35% slower than with two; as one grid (H100 A/B, bench/results/
+// 2026-12-08-h100-ab-c20c24e-rect-one-grid.json) qwen3 T = 2048 rect ran
+// 1.18-1.41x faster and compact did not move (0.99-1.05x); mixtral's down
+// at T = 512 rect lost the broad class's one wave (0.73x), as upstream.
 PlanOptions schedule_plan_options(Schedule schedule, int64_t num_tokens, int64_t top_k, int64_t num_experts) {
   PlanOptions o = choose_plan_options(num_tokens, top_k, num_experts);
   if (schedule == Schedule::kRect) o.light_max_rows = o.broad_rows = 0;

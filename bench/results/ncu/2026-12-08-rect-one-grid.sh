@@ -22,8 +22,8 @@ unpack build-carry/exp-rectclean-c20c24e-nvfp4moe_gpu_tests.xz /tmp/exp/tests/nv
   --gtest_filter='*Schedules*:*Broad*:*LightExperts*:*OverlappedLaunches*:*Rect*:*DevicePlan*:*QwenShapePrefill*:*Class*:*Queue*' > "$out/gpu-tests.log" 2>&1)
 echo "gpu tests rc=$?"; tail -n 3 "$out/gpu-tests.log"; grep -E "^\[  FAILED" "$out/gpu-tests.log" | head
 AB_REPS=${AB_REPS:-2} "$here/2026-12-07-two-binaries-ab.sh" /tmp/main/nvfp4moe /tmp/exp/nvfp4moe /tmp/rect/ab \
-  "--preset qwen3-30b-a3b --op gate_up,down,layer --tokens 512,2048 --routing uniform,zipf:1.2;\
---preset deepseek-v3 --op gate_up,down --tokens 2048 --routing uniform;\
---preset mixtral-8x7b --op down --tokens 512 --routing uniform;\
---preset gpt-oss-20b --op gate_up --tokens 1024 --routing uniform" > /dev/null
+  "--schedule compact,rect --preset qwen3-30b-a3b --op gate_up,down,layer --tokens 512,2048 --routing uniform,zipf:1.2;\
+--schedule compact,rect --preset deepseek-v3 --op gate_up,down --tokens 2048 --routing uniform;\
+--schedule compact,rect --preset mixtral-8x7b --op down --tokens 512 --routing uniform;\
+--schedule compact,rect --preset gpt-oss-20b --op gate_up --tokens 1024 --routing uniform" > /dev/null
 cp /tmp/rect/ab/ab.txt "$out/ab.txt"; tail -n 2 "$out/ab.txt"
