@@ -21,11 +21,13 @@
 // rect:    the grid is every expert x ceil(T / block_t) row tiles x n_tiles;
 //          a CTA whose tile is empty exits at once. This is the baseline the
 //          compact schedule replaces.
-// Both cut an expert's rows into the same block_t-row tiles of the same
-// width, so a tile's arithmetic, and hence every output bit, is the same
-// under either. With classes of experts (GemmParams::light_max_rows,
-// broad_rows) a compact launch takes one class, a range of the job list;
-// rect runs without classes, one grid at the plan's tile.
+// Without classes both cut an expert's rows into the same block_t-row tiles
+// of the same width, so a tile's arithmetic, and hence every output bit, is
+// the same under either. With classes of experts (GemmParams::light_max_rows,
+// broad_rows) a compact launch takes one class, a range of the job list,
+// while rect runs without classes, one grid at the plan's tile: the tiles
+// then differ, but none splits K and every width sums a row's K blocks in
+// the same order, so the bits still agree (the classes' GPU tests).
 #pragma once
 
 #include <cstdint>
