@@ -154,5 +154,8 @@ int32_t choose_block_rows(int64_t num_tokens, int64_t top_k, int64_t num_experts
 // experts (takes_broad_tiles, plan.hpp) run with 160-row tiles
 // (broad_rows = 160).
 PlanOptions choose_plan_options(int64_t num_tokens, int64_t top_k, int64_t num_experts);
+// The plan a schedule builds: compact's is the above; rect, the baseline of
+// a rectangular grid, plans the same token tile without expert classes.
+PlanOptions choose_plan_options(Schedule schedule, int64_t num_tokens, int64_t top_k, int64_t num_experts);
 
 }  // namespace nvfp4moe::cuda

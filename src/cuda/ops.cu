@@ -420,8 +420,6 @@ PlanOptions choose_plan_options(int64_t num_tokens, int64_t top_k, int64_t num_e
   return o;
 }
 
-namespace {
-
 // The rect schedule is the baseline the compact worklist is measured against
 // (a rectangular grid of experts x worst-case tiles, as upstream runs it):
 // one grid at the plan's tile, no expert classes, whose launches would each
@@ -432,11 +430,13 @@ namespace {
 // 2026-12-08-h100-ab-c20c24e-rect-one-grid.json) qwen3 T = 2048 rect ran
 // 1.18-1.41x faster and compact did not move (0.99-1.05x); mixtral's down
 // at T = 512 rect lost the broad class's one wave (0.73x), as upstream.
-PlanOptions schedule_plan_options(Schedule schedule, int64_t num_tokens, int64_t top_k, int64_t num_experts) {
+PlanOptions choose_plan_options(Schedule schedule, int64_t num_tokens, int64_t top_k, int64_t num_experts) {
   PlanOptions o = choose_plan_options(num_tokens, top_k, num_experts);
   if (schedule == Schedule::kRect) o.light_max_rows = o.broad_rows = 0;
   return o;
 }
+
+namespace {
 
 // NVFP4MOE_LAYER_F32_SLOTS=1 (experiments only): the fused layer's down
 // writes F32 slot rows with the router weight applied, as before the BF16
@@ -690,7 +690,7 @@ Status mul_mat_id(Context& ctx, const CudaMulMatIdArgs& a, Stream stream) {
     p.y_map = RowMap::kPair;
     return launch_weight_streamer(p, m.num_sms, stream, order);
   }
-  const PlanOptions tiles = schedule_plan_options(a.schedule, a.num_tokens, a.top_k, w.num_experts);
+  const PlanOptions tiles = choose_plan_options(a.schedule, a.num_tokens, a.top_k, w.num_experts);
   const int32_t block_t = tiles.block_rows;
   const uint16_t* x = nullptr;
   NVFP4MOE_RETURN_IF_ERROR(plan_and_activations(ctx, a.ids, a.num_tokens, a.top_k, w.num_experts, tiles, a.x,
@@ -773,7 +773,7 @@ Status moe_layer(Context& ctx, const CudaMoeLayerArgs& a, Stream stream) {
     return launch_combine_slots(m.slot_rows.get(), down.y_dtype, combine_route_w, T, k, H, m.plan().status, a.out,
                                 stream, LaunchOrder::kOverlapPrevious);
   }
-  const PlanOptions tiles = schedule_plan_options(a.schedule, T, k, L.num_experts);
+  const PlanOptions tiles = choose_plan_options(a.schedule, T, k, L.num_experts);
   const int32_t block_t = tiles.block_rows;
   const uint16_t* x = nullptr;
   NVFP4MOE_RETURN_IF_ERROR(

@@ -116,6 +116,34 @@ TEST(CudaHostPolicy, BroadExpertsFromNinetySixRowsPerExpert) {
   ASSERT_EQ(0, unsetenv("NVFP4MOE_BROAD_EXPERTS"));
 }
 
+// The rect schedule plans the compact plan's token tile without classes
+// (one rectangular grid, the upstream baseline); compact keeps its classes.
+// Over the four presets' shapes and T = 1..8192, with the classes forced on
+// too, since rect must drop them whatever turned them on.
+TEST(CudaHostPolicy, RectPlansWithoutClasses) {
+  struct Shape { int64_t k, E; };
+  for (const bool forced : {false, true}) {
+    if (forced) ASSERT_EQ(0, setenv("NVFP4MOE_BROAD_EXPERTS", "1", 1));
+    for (const Shape sh : {Shape{8, 128}, Shape{8, 256}, Shape{4, 32}, Shape{2, 8}}) {
+      for (int64_t T = 1; T <= 8192; T *= 2) {
+        const PlanOptions compact = cuda::choose_plan_options(Schedule::kCompact, T, sh.k, sh.E);
+        const PlanOptions plain = cuda::choose_plan_options(T, sh.k, sh.E);
+        const PlanOptions rect = cuda::choose_plan_options(Schedule::kRect, T, sh.k, sh.E);
+        EXPECT_EQ(plain.block_rows, compact.block_rows);
+        EXPECT_EQ(plain.light_max_rows, compact.light_max_rows);
+        EXPECT_EQ(plain.broad_rows, compact.broad_rows);
+        EXPECT_EQ(compact.block_rows, rect.block_rows) << "T=" << T << " E=" << sh.E;
+        EXPECT_EQ(0, rect.light_max_rows) << "T=" << T << " E=" << sh.E;
+        EXPECT_EQ(0, rect.broad_rows) << "T=" << T << " E=" << sh.E;
+      }
+    }
+    if (forced) ASSERT_EQ(0, unsetenv("NVFP4MOE_BROAD_EXPERTS"));
+  }
+  // The shape that runs every class in compact: rect drops them all.
+  ASSERT_NE(0, cuda::choose_plan_options(Schedule::kCompact, 2048, 8, 128).light_max_rows);
+  ASSERT_NE(0, cuda::choose_plan_options(Schedule::kCompact, 2048, 8, 128).broad_rows);
+}
+
 // The plan kernel's geometry, computed on the host: the worked example of
 // plan_grid_ctas (T = 2048, k = 8, E = 128: 32 CTAs of 16 chunks, one chunk
 // per warp), then for other shapes the CTAs' and warps' ranges cover every
