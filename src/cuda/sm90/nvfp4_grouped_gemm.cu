@@ -98,9 +98,9 @@ Status launch_sm90(const GemmParams& p, int num_sms, cudaStream_t stream, Launch
 // the SMs the previous one's tail frees (its CTAs let it be scheduled at
 // once; it writes other rows) and each with its own queue counter, since the
 // launch before may still be taking items. Compact only (rect runs one
-// grid at the plan's tile: choose_plan_options(schedule, ...), ops.cu); no K split, so
-// the class a job falls in does not change its bits (every tile sums a
-// job's K blocks in the same order, whatever its width).
+// grid at the plan's tile: choose_plan_options(schedule, ...), ops.cu); no
+// K split, so the class a job falls in does not change its bits (every tile
+// sums a job's K blocks in the same order, whatever its width).
 Status launch_expert_classes(const GemmParams& p, int32_t block_t, int num_sms, cudaStream_t stream) {
   const bool broad = p.broad_rows > 0, light = p.light_max_rows > 0;
   if (block_t != kBlockTWide || p.block_rows != kBlockTWide || (light && p.light_max_rows != kBlockTNarrow) ||
