@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Tenth session: main's status run at c281e56 in one call, prefill (with
+# Tenth session: main's status run (eb47b88) in one call, prefill (with
 # every GPU test) then decode, on whichever card comes; only the files the
 # results need come back (results.json, bench.md, tests.log per mode), to
 # stay under the device's eight files.

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Tenth session: the status run of main (c281e56: rect as one grid without
+# Tenth session: the status run of main (eb47b88: rect as one grid without
 # classes) from binaries built here and carried packed in build-carry/
-# (main-c281e56-*), through scripts/gpu-check.sh with NVFP4MOE_PREBUILT, on
-# whichever card comes (the file name says which).
+# (main-eb47b88-*; a later session rebuilds and repacks at its own commit),
+# through scripts/gpu-check.sh with NVFP4MOE_PREBUILT, on whichever card
+# comes (the file name says which).
 #   bench/results/ncu/2026-12-08-session10-status.sh OUTDIR prefill|decode
 # prefill: every GPU test (the sanitizers left out for device time; their
 # last run over this code's classes was clean), T = 16..8192 with the peers;
@@ -14,9 +15,9 @@ gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1)
 echo "GPU: $gpu"
 mkdir -p /tmp/pre/tests
 unpack() { python3 -c "import lzma,sys; open(sys.argv[2],'wb').write(lzma.open(sys.argv[1]).read())" "$1" "$2" && chmod +x "$2"; }
-unpack build-carry/main-c281e56-nvfp4moe.xz /tmp/pre/nvfp4moe
-unpack build-carry/main-c281e56-nvfp4moe_gpu_tests.xz /tmp/pre/tests/nvfp4moe_gpu_tests
-export NVFP4MOE_COMMIT=c281e56043d26f679b7530787414b099ac9ea0e0 NVFP4MOE_PREBUILT=/tmp/pre
+unpack build-carry/main-eb47b88-nvfp4moe.xz /tmp/pre/nvfp4moe
+unpack build-carry/main-eb47b88-nvfp4moe_gpu_tests.xz /tmp/pre/tests/nvfp4moe_gpu_tests
+export NVFP4MOE_COMMIT=eb47b8859d2f8018e01a20c3bc218cbf692ecbcf NVFP4MOE_PREBUILT=/tmp/pre
 presets=qwen3-30b-a3b,deepseek-v3,gpt-oss-20b,mixtral-8x7b
 if [ "$mode" = prefill ]; then
   NVFP4MOE_SKIP_SANITIZER=1 scripts/gpu-check.sh "$out" --preset $presets --routing uniform,zipf:1.2 \
