@@ -4,7 +4,13 @@ free), items costing 128 + width units per K block (the wide kernel's cost model
 plan's jobs from 2026-12-08-jobs-dump.cpp. For each of the bench's four routings it prints the makespan in the
 plan's job order (base), with the regular jobs longest first (lpt), with every item longest first (lptall), and the
 work bound (total units / 132); then the makespan with every job's K split in 1-4 equal parts (no split overhead).
-A model, not a measurement: it ignores the epilogue, the launches' overlap and any split's reduction.
+Last, the order of qwen3 gate_up's three class launches at T = 2048 with Zipf(1.2) as one queue (the launches
+overlap), with item costs in us from the class launches timed alone under ncu
+(bench/results/2026-12-08-h100-f270dc3-class-durations.json): a regular item ~31 us at width 128 (scaled by
+(128 + width) / 256), a broad item ~34 us, a light item ~19.5 us; the library's order, light first, light second,
+every item longest first, and the work bound.
+A model, not a measurement: it ignores the epilogue and any split's reduction, and, but for the last part, the
+launches' overlap.
   2026-12-08-wave-model.py /tmp/jobs-dump
 """
 import heapq
@@ -49,3 +55,16 @@ for name, args, nt in CASES:
         bound = sum(items(reg + rest, nt)) / 132
         splits = " ".join(f"{s}:{makespan(items(reg + rest, nt, s)):.0f}" for s in (1, 2, 3, 4))
         print(f"{name}: base {base:.0f} lpt {lpt:.0f} lptall {lpt_all:.0f} bound {bound:.0f} | K splits {splits}")
+
+# The class launches' order (qwen3 gate_up, T = 2048, Zipf(1.2)).
+for jobs in routings(["128", "8", "2048", "1.2", "32", "160"]):
+    n_tiles = 1536 // 256
+    reg = [31.0 * (128 + w) / 256 for w, c in jobs if c == "r" for _ in range(n_tiles)]
+    broad = [34.0 for w, c in jobs if c == "b" for _ in range(n_tiles)]
+    light = [19.5 for w, c in jobs if c == "l" for _ in range(n_tiles)]
+    print(f"qwen3 gate_up T=2048 zipf classes, items regular {len(reg)} broad {len(broad)} light {len(light)}: "
+          f"regular, broad, light {makespan(reg + broad + light):.0f}; "
+          f"light first {makespan(light + reg + broad):.0f}; "
+          f"light second {makespan(reg + light + broad):.0f}; "
+          f"longest first {makespan(sorted(reg + broad + light, reverse=True)):.0f}; "
+          f"bound {sum(reg + broad + light) / 132:.0f}")
